@@ -1,0 +1,141 @@
+"""Robust cores of new frames on a fixed dictionary (A, B) and mean M.
+
+ALGORITHM.md, "Cheaper still": with A, B (and M) fixed, a frame's (K, R, E) is
+solved by the same updates as Algorithm 1 restricted to that frame: O(m n r) per
+frame and iteration. Used for every new frame in the streaming model and to
+initialise the new slices of a warm-started window.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.products import left_multiply, right_multiply, sandwich
+from core.prox import shrink
+from core.stein import stein_solve
+
+ETA = 1.25
+
+
+@dataclass(frozen=True)
+class CoreFit:
+    """Output of :func:`fit_cores`.
+
+    Attributes
+    ----------
+    K, R, Y : ndarray, shape (F, r, r)
+        Split cores, sparse cores and their multipliers.
+    E, Lam : ndarray, shape (F, m, n)
+        Sparse part and its multipliers.
+    mu, muK : float
+        Penalties reached.
+    n_iter : int
+    """
+
+    K: np.ndarray
+    R: np.ndarray
+    E: np.ndarray
+    Lam: np.ndarray
+    Y: np.ndarray
+    mu: float
+    muK: float
+    n_iter: int
+
+
+def least_squares_cores(A, B, Xc):
+    """``K_i = (A^T A)^-1 A^T Xc_i B (B^T B)^-1``: least-squares cores on fixed A, B.
+
+    Parameters
+    ----------
+    A : ndarray, shape (m, r)
+    B : ndarray, shape (n, r)
+    Xc : ndarray, shape (F, m, n)
+        Frames, mean already subtracted in mean mode.
+
+    Returns
+    -------
+    ndarray, shape (F, r, r), dtype of ``Xc``
+
+    Notes
+    -----
+    A ridge of 1e-10 times the trace keeps the r x r solves defined when A or B
+    is rank-deficient (an over-specified r).
+    """
+    r = A.shape[1]
+    eye = np.eye(r)
+    AtA = (A.T @ A).astype(np.float64)
+    BtB = (B.T @ B).astype(np.float64)
+    AtA_inv = np.linalg.solve(AtA + 1e-10 * max(np.trace(AtA), 1e-30) * eye, eye)
+    BtB_inv = np.linalg.solve(BtB + 1e-10 * max(np.trace(BtB), 1e-30) * eye, eye)
+    AtXB = left_multiply(A.T, right_multiply(Xc, B))
+    return left_multiply(AtA_inv.astype(Xc.dtype), right_multiply(AtXB, BtB_inv.astype(Xc.dtype)))
+
+
+def fit_cores(A, B, Xc, *, lam, alpha, mu_end, mu_ratio, rho=1.2, max_iter=60):
+    """Solve the cores and sparse parts of frames on a fixed dictionary.
+
+    The ADMM updates of Algorithm 1 (paper Section 3.2) for ``E``, ``K`` (Stein
+    equation), ``R`` and the duals, with ``A`` and ``B`` held fixed. Starts from
+    the least-squares cores, ``E = Lambda = Y = 0`` and ``mu = 1.25 F / sum_i
+    |Xc_i|_F`` (the paper's initialisation over these frames), and grows ``mu`` by
+    ``rho`` per iteration until it reaches ``mu_end`` or ``max_iter`` iterations
+    ran; ``muK = mu / mu_ratio`` throughout.
+
+    Parameters
+    ----------
+    A : ndarray, shape (m, r)
+    B : ndarray, shape (n, r)
+    Xc : ndarray, shape (F, m, n), float32 or float64
+        Frames (minus the robust mean in mean mode), values around [0, 1].
+    lam, alpha : float
+        Weights of ``|E|_1`` and ``|R|_1`` (> 0), as in :func:`core.kdrsdl`.
+    mu_end : float
+        Penalty at which to stop (> 0); the window solver's ``mu``.
+    mu_ratio : float
+        ``mu / muK`` (> 0), the window solver's ratio.
+    rho : float
+        Growth factor of the penalties (> 1).
+    max_iter : int
+        Maximum number of iterations (>= 1).
+
+    Returns
+    -------
+    CoreFit
+    """
+    F = Xc.shape[0]
+    dt = Xc.dtype
+    norms = np.linalg.norm(Xc.reshape(F, -1), axis=1).sum()
+    mu = float(min(ETA * F / norms, mu_end)) if norms > 0 else float(mu_end)
+    K = least_squares_cores(A, B, Xc)
+    R = K.copy()
+    Y = np.zeros_like(K)
+    E = np.zeros_like(Xc)
+    Lam = np.zeros_like(Xc)
+    W = np.empty_like(Xc)
+    AtA = A.T @ A
+    BtB = B.T @ B
+    LK = sandwich(A, K, B)
+    n_iter = 0
+    for n_iter in range(1, max_iter + 1):
+        muK = mu / mu_ratio
+        np.multiply(Lam, 1.0 / mu, out=E)
+        E += Xc
+        E -= LK
+        shrink(E, lam / mu, out=E, work=W)
+        np.subtract(Xc, E, out=W)          # Xt
+        W *= mu
+        W += Lam                            # S = mu Xt + Lambda
+        C = left_multiply(A.T, right_multiply(W, B))
+        C += muK * R
+        C += Y
+        K = stein_solve(AtA, BtB, C, mu, muK)
+        R = shrink(K - Y / muK, alpha / muK)
+        sandwich(A, K, B, out=LK)
+        # Lambda += mu (Xt - A K B^T), i.e. Lambda = S - mu A K B^T
+        np.multiply(LK, mu, out=Lam)
+        np.subtract(W, Lam, out=Lam)
+        Y += muK * (R - K)
+        if mu >= mu_end:
+            break
+        mu = min(mu_end, rho * mu)
+    return CoreFit(K=K, R=R, E=E, Lam=Lam, Y=Y, mu=mu, muK=mu / mu_ratio, n_iter=n_iter)

@@ -1,0 +1,394 @@
+"""Algorithm 1 of Bahri, Panagakis, Zafeiriou, "Robust Kronecker-Decomposable
+Component Analysis for Low-Rank Modeling", ICCV 2017 (KDRSDL), batch solver.
+"""
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from core.frame_fit import fit_cores
+from core.products import left_multiply, right_multiply, sandwich, slice_norms
+from core.prox import shrink
+from core.state import KDRSDLState
+from core.stein import stein_solve
+
+#: eta of the paper's mu initialisation (Section 4, after Lin et al. 2013).
+ETA = 1.25
+#: The paper caps mu and muK at this multiple of their initial values (Section 4).
+MU_CAP = 1e7
+
+
+class ConvergenceWarning(UserWarning):
+    """The solver stopped at ``max_iter`` before the stopping criterion met ``tol``."""
+
+
+@dataclass(frozen=True)
+class KDRSDLResult:
+    """The output of :func:`kdrsdl`.
+
+    Attributes
+    ----------
+    A : ndarray, shape (m, r)
+    B : ndarray, shape (n, r)
+    R : ndarray, shape (N, r, r)
+        Sparse cores; the low-rank part is ``L_i = M + A R_i B^T``.
+    E : ndarray, shape (N, m, n)
+        Sparse part (foreground, outliers).
+    M : ndarray, shape (m, n), or None
+        Robust mean (mean mode), None otherwise.
+    n_iter : int
+        Iterations run.
+    converged : bool
+        Whether the stopping criterion fell below ``tol``.
+    err_rec, err_split : ndarray, shape (n_iter,), float64
+        Per-iteration ``max_i |Xt_i - A R_i B^T|_F / |X_i|_F`` and
+        ``max_i |R_i - K_i|_F / |R_i|_F`` (unsquared, as the authors' code).
+    warm_start : bool
+        Whether the solve started from ``init``.
+    state : KDRSDLState
+        Everything a warm start needs.
+    """
+
+    A: np.ndarray
+    B: np.ndarray
+    R: np.ndarray
+    E: np.ndarray
+    M: object
+    n_iter: int
+    converged: bool
+    err_rec: np.ndarray
+    err_split: np.ndarray
+    warm_start: bool
+    state: KDRSDLState
+
+    @property
+    def K(self):
+        """Split variable ``K``, shape (N, r, r)."""
+        return self.state.K
+
+    @property
+    def criterion(self):
+        """Per-iteration stopping criterion ``max(err_rec, err_split)``, shape (n_iter,)."""
+        return np.maximum(self.err_rec, self.err_split)
+
+    @property
+    def L(self):
+        """Low-rank part ``L_i = M + A R_i B^T``, shape (N, m, n), computed on access."""
+        L = sandwich(self.A, self.R, self.B)
+        if self.M is not None:
+            L += self.M
+        return L
+
+
+def _validate_X(X):
+    X = np.asarray(X)
+    if X.ndim != 3:
+        raise ValueError(f"X must have 3 dimensions (N frames, m rows, n columns), got shape {X.shape}")
+    if 0 in X.shape:
+        raise ValueError(f"X must not be empty, got shape {X.shape}")
+    if X.dtype not in (np.float32, np.float64):
+        raise ValueError(
+            f"X must be float32 or float64 with values around [0, 1] (divide 8-bit frames by 255), got {X.dtype}"
+        )
+    if not np.isfinite(X).all():
+        raise ValueError("X contains non-finite values (NaN or inf)")
+    return np.ascontiguousarray(X)
+
+
+def _positive(name, value):
+    if not (np.isscalar(value) and np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _cold_init(X, r, mean, align_signs):
+    """Paper Section 4 initialisation: per-slice thin SVD, averaged singular vectors."""
+    N, m, n = X.shape
+    U, s, Vt = np.linalg.svd(X, full_matrices=False)
+    U = U[:, :, :r]
+    V = Vt[:, :r, :].transpose(0, 2, 1)
+    if align_signs:
+        # Documented deviation: flip each slice's singular pairs to agree with the first
+        # slice's before averaging, so that opposite signs do not cancel (ALGORITHM.md).
+        sgn = np.sign(np.einsum("imr,mr->ir", U, U[0]))
+        sgn[sgn == 0] = 1
+        U = U * sgn[:, None, :]
+        V = V * sgn[:, None, :]
+    A = np.ascontiguousarray(U.mean(axis=0))
+    B = np.ascontiguousarray(V.mean(axis=0))
+    K = np.zeros((N, r, r), dtype=X.dtype)
+    idx = np.arange(r)
+    K[:, idx, idx] = s[:, :r]
+    R = K.copy()
+    zeros = np.zeros_like(X)
+    M = np.zeros((m, n), dtype=X.dtype) if mean else None
+    norm_R = slice_norms(R).sum()
+    muK0 = float(ETA * N / norm_R) if norm_R > 0 else ETA
+    return A, B, K, R, zeros, np.zeros_like(X), np.zeros_like(K), M, muK0
+
+
+def _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha):
+    N, m, n = X.shape
+    dt = X.dtype
+    if init.frame_shape != (m, n) or init.rank != r:
+        raise ValueError(
+            f"init has frame shape {init.frame_shape} and rank {init.rank}, "
+            f"but X has frame shape {(m, n)} and rank {r} was asked"
+        )
+    N_old = init.n_slices
+    if N_old > N:
+        raise ValueError(f"init holds {N_old} slices, more than the {N} frames of X (slide it first)")
+    A = np.array(init.A, dtype=dt)
+    B = np.array(init.B, dtype=dt)
+    if mean:
+        M = np.array(init.M, dtype=dt) if init.M is not None else np.zeros((m, n), dtype=dt)
+    else:
+        M = None
+    K = np.empty((N, r, r), dtype=dt)
+    E = np.zeros_like(X)
+    Lam = np.zeros_like(X)
+    Y = np.zeros((N, r, r), dtype=dt)
+    K[:N_old] = init.K
+    E[:N_old] = init.E
+    Lam[:N_old] = init.Lam
+    Y[:N_old] = init.Y
+    R = np.empty_like(K)
+    R[:N_old] = init.R
+    # Back mu off from its final (possibly capped) value so that the E threshold
+    # lam/mu is not ~0 (which freezes the background), and scale muK by the same factor
+    # so that mu/muK is unchanged (ALGORITHM.md, "Warm start").
+    mu = float(max(mu0, init.mu * rho ** (-backoff)))
+    muK = float(init.muK * (mu / init.mu))
+    if N > N_old:
+        # New slices: a robust fit on the kept A, B (and M), with mu ramped from these
+        # frames' mu0 up to the window's mu, so that E, Lambda and the cores of the new
+        # frames are consistent with the penalty they continue at (a plain
+        # least-squares core with E = 0 lets E absorb the whole residual at large mu).
+        Xnew = X[N_old:] - M if mean else X[N_old:]
+        fit = fit_cores(A, B, np.ascontiguousarray(Xnew), lam=lam, alpha=alpha, mu_end=mu,
+                        mu_ratio=mu / muK, rho=rho)
+        K[N_old:], R[N_old:], E[N_old:], Lam[N_old:], Y[N_old:] = fit.K, fit.R, fit.E, fit.Lam, fit.Y
+    return A, B, K, R, E, Lam, Y, M, init.muK0, mu, muK
+
+
+def kdrsdl(
+    X,
+    rank=None,
+    *,
+    lam=None,
+    alpha=1e-2,
+    mean=False,
+    tol=1e-7,
+    max_iter=150,
+    rho=1.2,
+    init=None,
+    backoff=None,
+    align_signs=True,
+):
+    """Robust Kronecker-decomposable component analysis (KDRSDL), Algorithm 1.
+
+    Solves (paper Section 3, eq. for the modified problem)::
+
+        min  alpha sum_i |R_i|_1 + lam sum_i |E_i|_1 + (|A|_F^2 + |B|_F^2) / 2
+        s.t. X_i = M + A K_i B^T + E_i,  R_i = K_i,   i = 1..N
+
+    by the ADMM of Algorithm 1, in the authors' update order: E, (M), Xt, A, B,
+    K (Stein equation, solved for all slices through one eigendecomposition of
+    ``A^T A`` and ``B^T B``), R, duals, then ``mu <- min(1e7 mu0, rho mu)`` and the
+    same for ``muK``. It stops when ``max_i |Xt_i - A R_i B^T|_F / |X_i|_F`` and
+    ``max_i |R_i - K_i|_F / |R_i|_F`` are both below ``tol`` (the unsquared ratios
+    of the authors' code; the paper writes them squared).
+
+    Parameters
+    ----------
+    X : ndarray, shape (N, m, n), float32 or float64
+        N frames of m x n pixels, values typically in [0, 1] (the defaults of
+        ``lam`` and ``alpha`` assume that scale). float32 is computed in float32.
+    rank : int, optional
+        Dictionary size r, 1 <= r <= min(m, n). Default min(m, n) (the authors');
+        20-40 suffice for a static video background and cost far less.
+    lam : float, optional
+        Weight of ``|E|_1``. Default ``1 / sqrt(N * max(m, n))``.
+    alpha : float
+        Weight of ``|R|_1``. Default 1e-2.
+    mean : bool
+        Robust-mean mode (the authors' background-subtraction runs):
+        ``L_i = M + A R_i B^T`` with ``M = mean_i (X_i - E_i)`` re-estimated each
+        iteration. Not in the paper.
+    tol : float
+        Stopping tolerance (> 0). 1e-7 by default; 1e-5 was used for background
+        subtraction. float32 cannot reach much below ~1e-6.
+    max_iter : int
+        Maximum number of iterations (>= 1).
+    rho : float
+        Growth factor of ``mu`` and ``muK`` per iteration (> 1).
+    init : KDRSDLState, optional
+        Warm start: the ``state`` of a previous result (after
+        :func:`core.slide_state` when the window moved). Its ``n_slices`` slices
+        belong to the first frames of ``X``; the remaining frames are new: their
+        cores, ``E`` and duals come from a robust fit on the kept ``A``, ``B`` (and
+        ``M``) by the same updates (:func:`core.frame_fit.fit_cores`), with mu
+        ramped up to the warm start's. ``mu`` restarts from
+        ``max(mu0, mu_prev * rho**-backoff)`` and ``muK`` is scaled by the same
+        factor.
+    backoff : float, optional
+        Number of ``rho`` steps to take ``mu`` back on a warm start (>= 0).
+        Default: 10 when ``X`` has frames that ``init`` has no slices for (a slid
+        window: keeping the final mu would freeze the background), 0 when it has
+        none (a restart on the same window continues where it stopped).
+    align_signs : bool
+        Align each slice's singular vectors' signs to the first slice's before
+        averaging them in the cold initialisation. A documented deviation from the
+        paper (whose plain average can cancel opposite signs); False reproduces
+        the paper exactly.
+
+    Returns
+    -------
+    KDRSDLResult
+        ``A`` (m, r), ``B`` (n, r), ``R`` (N, r, r), ``E`` (N, m, n), ``M`` (m, n)
+        or None, ``L`` (N, m, n), ``n_iter``, ``converged``, the criterion history
+        and the ``state`` for a warm start. Arrays have the dtype of ``X``.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not a finite, non-empty 3-D float32/float64 array, ``rank`` is
+        outside 1..min(m, n), ``lam``, ``alpha`` or ``tol`` is not > 0,
+        ``rho <= 1``, ``max_iter < 1``, ``backoff < 0``, or ``init`` does not
+        match ``X`` and ``rank``.
+
+    Warns
+    -----
+    ConvergenceWarning
+        If ``max_iter`` iterations ran without meeting ``tol``.
+
+    Notes
+    -----
+    Per iteration O(N m n r) flops, as six products of the (N*m, n) stack with an
+    (n, r) matrix (single GEMMs, :mod:`core.products`), plus O(N m n) element-wise
+    passes done in place in preallocated buffers.
+    """
+    X = _validate_X(X)
+    N, m, n = X.shape
+    dt = X.dtype
+    if rank is None:
+        rank = min(m, n)
+    if not isinstance(rank, (int, np.integer)) or not 1 <= rank <= min(m, n):
+        raise ValueError(f"rank must be an integer in 1..{min(m, n)} (min(m, n)), got {rank!r}")
+    r = int(rank)
+    lam = _positive("lam", 1.0 / np.sqrt(N * max(m, n)) if lam is None else lam)
+    alpha = _positive("alpha", alpha)
+    tol = _positive("tol", tol)
+    rho = float(rho)
+    if not (np.isfinite(rho) and rho > 1):
+        raise ValueError(f"rho must be a finite number > 1, got {rho!r}")
+    if not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    if init is not None and not isinstance(init, KDRSDLState):
+        raise ValueError(f"init must be a KDRSDLState (result.state), got {type(init).__name__}")
+    if backoff is None:
+        backoff = 10 if init is not None and init.n_slices < N else 0
+    if not (np.isfinite(backoff) and backoff >= 0):
+        raise ValueError(f"backoff must be a finite number >= 0, got {backoff!r}")
+
+    X_norms = slice_norms(X)
+    X_norms_safe = np.where(X_norms > 0, X_norms, 1.0)
+    total = X_norms.sum()
+    mu0 = float(ETA * N / total) if total > 0 else ETA
+    mu_max = MU_CAP * mu0
+
+    if init is None:
+        A, B, K, R, E, Lam, Y, M, muK0 = _cold_init(X, r, mean, align_signs)
+        mu, muK = mu0, muK0
+    else:
+        A, B, K, R, E, Lam, Y, M, muK0, mu, muK = _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha)
+    muK_max = MU_CAP * muK0
+    X_mean = X.mean(axis=0) if mean else None
+
+    eye = np.eye(r, dtype=dt)
+    LK = sandwich(A, K, B)           # A K_i B^T, kept up to date across iterations
+    Xt = np.empty_like(X)            # X - E - M
+    S = np.empty_like(X)             # mu Xt + Lambda
+    W = np.empty_like(X)             # scratch
+    err_rec, err_split = [], []
+    converged = False
+
+    for _ in range(max_iter):
+        # 1. E = shrink(X - M - A K B^T + Lambda/mu, lam/mu)
+        np.multiply(Lam, 1.0 / mu, out=E)
+        E += X
+        E -= LK
+        if mean:
+            E -= M
+        shrink(E, lam / mu, out=E, work=W)
+        # robust mean, then 2. Xt = X - E - M
+        np.subtract(X, E, out=Xt)
+        if mean:
+            M = X_mean - E.mean(axis=0)
+            Xt -= M
+        np.multiply(Xt, mu, out=S)
+        S += Lam
+        # 3. A = (sum_i S_i B K_i^T) / (I + mu sum_i K_i B^T B K_i^T): right division by a
+        #    symmetric positive-definite matrix (>= I), by Cholesky, never an inverse
+        SB = right_multiply(S, B)
+        num = SB.transpose(1, 0, 2).reshape(m, N * r) @ K.transpose(0, 2, 1).reshape(N * r, r)
+        G = eye + mu * np.tensordot(right_multiply(K, B.T @ B), K, axes=([0, 2], [0, 2]))
+        A = scipy.linalg.cho_solve(scipy.linalg.cho_factor(G), num.T).T.astype(dt, copy=False)
+        # 4. B = (sum_i S_i^T A K_i) / (I + mu sum_i K_i^T A^T A K_i), with the new A
+        AK = left_multiply(A, K)
+        num = S.reshape(N * m, n).T @ AK.reshape(N * m, r)
+        AtA = A.T @ A
+        G = eye + mu * np.tensordot(K, left_multiply(AtA, K), axes=([0, 1], [0, 1]))
+        B = scipy.linalg.cho_solve(scipy.linalg.cho_factor(G), num.T).T.astype(dt, copy=False)
+        # 5. Stein: muK K_i + mu AtA K_i BtB = A^T S_i B + muK R_i + Y_i
+        C = left_multiply(A.T, right_multiply(S, B))
+        C += muK * R
+        C += Y
+        K = stein_solve(AtA, B.T @ B, C, mu, muK)
+        # 6. R = shrink(K - Y/muK, alpha/muK)
+        R = shrink(K - Y / muK, alpha / muK)
+        # stopping criterion on the new variables
+        sandwich(A, R, B, out=W)
+        np.subtract(Xt, W, out=W)
+        err_rec.append(float(np.max(slice_norms(W) / X_norms_safe)))
+        R_norms = slice_norms(R)
+        err_split.append(float(np.max(slice_norms(R - K) / np.where(R_norms > 0, R_norms, 1.0))))
+        # 7. duals: Lambda += mu (Xt - A K B^T); Y += muK (R - K)
+        #    (S = mu Xt + Lambda, so the new Lambda is S - mu A K B^T: two passes)
+        sandwich(A, K, B, out=LK)
+        np.multiply(LK, mu, out=Lam)
+        np.subtract(S, Lam, out=Lam)
+        Y += muK * (R - K)
+        # 8. penalties, capped (paper Section 4)
+        mu = min(mu_max, rho * mu)
+        muK = min(muK_max, rho * muK)
+        if not (np.isfinite(err_rec[-1]) and np.isfinite(err_split[-1])):
+            raise FloatingPointError("KDRSDL diverged: non-finite stopping criterion")
+        if err_rec[-1] < tol and err_split[-1] < tol:
+            converged = True
+            break
+
+    n_iter = len(err_rec)
+    if not converged:
+        warnings.warn(
+            f"KDRSDL did not converge in {max_iter} iterations: criterion "
+            f"max(err_rec, err_split) = {max(err_rec[-1], err_split[-1]):.3g} > tol = {tol:.3g}",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    state = KDRSDLState(A=A, B=B, K=K, R=R, E=E, Lam=Lam, Y=Y, M=M, mu=mu, muK=muK, muK0=muK0)
+    return KDRSDLResult(
+        A=A,
+        B=B,
+        R=R,
+        E=E,
+        M=M,
+        n_iter=n_iter,
+        converged=converged,
+        err_rec=np.asarray(err_rec),
+        err_split=np.asarray(err_split),
+        warm_start=init is not None,
+        state=state,
+    )

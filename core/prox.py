@@ -1,0 +1,37 @@
+"""Proximal operators used by Algorithm 1 of Bahri et al. (ICCV 2017)."""
+
+import numpy as np
+
+
+def shrink(x, tau, out=None, work=None):
+    """Soft-thresholding (the proximal operator of ``tau * |.|_1``), element-wise.
+
+    ``shrink(x, tau) = sign(x) * max(|x| - tau, 0)``, the operator written
+    :math:`\\mathcal{S}_\\tau` in Algorithm 1 of the paper (steps for E and R).
+
+    Parameters
+    ----------
+    x : ndarray, any shape, float32 or float64
+        Input values.
+    tau : float
+        Threshold, >= 0, in the units of ``x``.
+    out : ndarray, optional
+        Output array of the same shape and dtype as ``x``; may be ``x`` itself
+        (the operation is then done in place).
+    work : ndarray, optional
+        Scratch array of the same shape and dtype as ``x``, distinct from
+        ``x`` and ``out``; avoids a temporary allocation.
+
+    Returns
+    -------
+    ndarray
+        ``out`` if given, otherwise a new array, same shape and dtype as ``x``.
+
+    Notes
+    -----
+    Computed as ``x - clip(x, -tau, tau)``: two passes over memory instead
+    of the four of the sign/abs/max form, and exactly equal to it.
+    """
+    tau = float(tau)  # a NumPy float64 scalar would promote float32 arrays (NEP 50)
+    clipped = np.clip(x, -tau, tau, out=work)
+    return np.subtract(x, clipped, out=out)
