@@ -58,15 +58,12 @@ def least_squares_cores(A, B, Xc):
 
     Notes
     -----
-    A ridge of 1e-10 times the trace keeps the r x r solves defined when A or B
-    is rank-deficient (an over-specified r).
+    Pseudo-inverses of the Gram matrices (eigenvalues below 1e-6 of the largest
+    dropped) give the minimum-norm cores when A or B is rank-deficient, as it is
+    with an over-specified r.
     """
-    r = A.shape[1]
-    eye = np.eye(r)
-    AtA = (A.T @ A).astype(np.float64)
-    BtB = (B.T @ B).astype(np.float64)
-    AtA_inv = np.linalg.solve(AtA + 1e-10 * max(np.trace(AtA), 1e-30) * eye, eye)
-    BtB_inv = np.linalg.solve(BtB + 1e-10 * max(np.trace(BtB), 1e-30) * eye, eye)
+    AtA_inv = np.linalg.pinv((A.T @ A).astype(np.float64), rtol=1e-6, hermitian=True)
+    BtB_inv = np.linalg.pinv((B.T @ B).astype(np.float64), rtol=1e-6, hermitian=True)
     AtXB = left_multiply(A.T, right_multiply(Xc, B))
     return left_multiply(AtA_inv.astype(Xc.dtype), right_multiply(AtXB, BtB_inv.astype(Xc.dtype)))
 

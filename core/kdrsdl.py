@@ -82,6 +82,17 @@ class KDRSDLResult:
         return L
 
 
+def _right_divide_spd(num, G, dtype):
+    """``num / G`` (MATLAB right division) for a symmetric positive-definite r x r ``G``.
+
+    By Cholesky in float64: in float32 the identity in ``G = I + mu (...)`` is lost
+    at large mu and rounding can make ``G`` indefinite.
+    """
+    G = 0.5 * (G + G.T)
+    X = scipy.linalg.cho_solve(scipy.linalg.cho_factor(G), num.T.astype(np.float64))
+    return np.ascontiguousarray(X.T, dtype=dtype)
+
+
 def _validate_X(X):
     X = np.asarray(X)
     if X.ndim != 3:
@@ -307,7 +318,7 @@ def kdrsdl(
     muK_max = MU_CAP * muK0
     X_mean = X.mean(axis=0) if mean else None
 
-    eye = np.eye(r, dtype=dt)
+    eye = np.eye(r)
     LK = sandwich(A, K, B)           # A K_i B^T, kept up to date across iterations
     Xt = np.empty_like(X)            # X - E - M
     S = np.empty_like(X)             # mu Xt + Lambda
@@ -334,14 +345,17 @@ def kdrsdl(
         #    symmetric positive-definite matrix (>= I), by Cholesky, never an inverse
         SB = right_multiply(S, B)
         num = SB.transpose(1, 0, 2).reshape(m, N * r) @ K.transpose(0, 2, 1).reshape(N * r, r)
-        G = eye + mu * np.tensordot(right_multiply(K, B.T @ B), K, axes=([0, 2], [0, 2]))
-        A = scipy.linalg.cho_solve(scipy.linalg.cho_factor(G), num.T).T.astype(dt, copy=False)
+        K64 = K.astype(np.float64)  # Gram sums in float64 (see _right_divide_spd)
+        if not np.isfinite(K64).all():
+            raise FloatingPointError("KDRSDL diverged: non-finite cores")
+        G = eye + mu * np.tensordot(right_multiply(K64, (B.T @ B).astype(np.float64)), K64, axes=([0, 2], [0, 2]))
+        A = _right_divide_spd(num, G, dt)
         # 4. B = (sum_i S_i^T A K_i) / (I + mu sum_i K_i^T A^T A K_i), with the new A
         AK = left_multiply(A, K)
         num = S.reshape(N * m, n).T @ AK.reshape(N * m, r)
         AtA = A.T @ A
-        G = eye + mu * np.tensordot(K, left_multiply(AtA, K), axes=([0, 1], [0, 1]))
-        B = scipy.linalg.cho_solve(scipy.linalg.cho_factor(G), num.T).T.astype(dt, copy=False)
+        G = eye + mu * np.tensordot(K64, left_multiply(AtA.astype(np.float64), K64), axes=([0, 1], [0, 1]))
+        B = _right_divide_spd(num, G, dt)
         # 5. Stein: muK K_i + mu AtA K_i BtB = A^T S_i B + muK R_i + Y_i
         C = left_multiply(A.T, right_multiply(S, B))
         C += muK * R

@@ -1,0 +1,368 @@
+"""The streaming background model: KDRSDL on a sliding window, a mask per frame.
+
+An OpenCV-style background subtractor (``apply(frame) -> fgmask``,
+``getBackgroundImage()``), so a user of ``cv2.createBackgroundSubtractorMOG2()``
+can swap it in. Causal: a frame's mask uses that frame and earlier ones only.
+"""
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+import scipy.ndimage
+
+from core.frame_fit import fit_cores
+from core.kdrsdl import ConvergenceWarning, kdrsdl
+from core.products import sandwich
+from core.state import slide_state
+
+#: 1 / Phi^-1(3/4): turns a median absolute deviation into a Gaussian sigma.
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass
+class BackgroundParams:
+    """Knobs of :class:`KDRSDLBackgroundSubtractor` (defaults work on traffic and pedestrian scenes).
+
+    Attributes
+    ----------
+    window : int
+        Frames in the solver's window N (>= 2).
+    window_stride : int
+        Every ``window_stride``-th frame enters the window, so it spans
+        ``window * window_stride`` frames (slow objects then leave the background).
+    rank : int
+        Dictionary size r (>= 1, at most min(height, width) after ``downscale``).
+    lam : float or None
+        Weight of |E|_1. None = the paper's ``1 / sqrt(window * max(m, n))``
+        (0.014 at the default window and 320 x 240 / 2); the default 0.005 lets E
+        take more of the traffic, which keeps it out of the background M (CDnet
+        highway: oracle-threshold F-measure 0.78 against 0.75 with the paper's).
+    alpha : float
+        Weight of |R|_1 (paper default 1e-2).
+    refit_interval : int
+        Frames between window refits (warm-started KDRSDL), >= 1.
+    refit_max_iter : int
+        Iteration cap of a warm refit (the cold first fit gets 3x).
+    refit_tol : float
+        Stopping tolerance of the refits.
+    frame_iters : int
+        Iterations of the per-frame core fit on the fixed dictionary.
+    threshold : float or None
+        Fixed threshold on the foreground score |x - L| (intensity in [0, 1]);
+        None = adaptive: ``max(min_threshold, k_sigma * sigma)`` with sigma the
+        frame's robust (MAD) residual scale.
+    k_sigma : float
+        Multiple of the noise sigma for the adaptive threshold.
+    min_threshold : float
+        Floor of the adaptive threshold (intensity units; 0.08 = 20 gray levels).
+    open_size : int
+        Side (pixels) of the square of a morphological opening of the mask, then
+        a closing of the same size; 0 or 1 turns post-processing off.
+    downscale : int
+        Solve at 1/downscale of the resolution (block mean); the score is
+        upsampled back. 1 = full resolution.
+    frame_model : {"mean", "last", "fit"}
+        Background of a new frame: the window's robust mean ``M`` ("mean", the
+        default and the most accurate measured on CDnet highway); ``M`` plus the
+        low-rank part of the newest window frame ("last"); or ``M + A R B^T`` with
+        the frame's own core fitted robustly on the fixed dictionary ("fit",
+        ALGORITHM.md "Cheaper still"; it follows illumination changes but also
+        absorbs part of slow or large objects).
+    """
+
+    window: int = 30
+    window_stride: int = 8
+    rank: int = 20
+    lam: Optional[float] = 0.005
+    alpha: float = 1e-2
+    refit_interval: int = 40
+    refit_max_iter: int = 30
+    refit_tol: float = 1e-4
+    frame_iters: int = 4
+    threshold: Optional[float] = None
+    k_sigma: float = 5.0
+    min_threshold: float = 0.08
+    open_size: int = 5
+    downscale: int = 2
+    frame_model: str = "mean"
+
+    def validate(self):
+        """Raise ValueError naming the first out-of-range knob."""
+        ints = {"window": 2, "window_stride": 1, "rank": 1, "refit_interval": 1, "refit_max_iter": 1,
+                "frame_iters": 1, "open_size": 0, "downscale": 1}
+        for name, low in ints.items():
+            v = getattr(self, name)
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+        for name in ("alpha", "refit_tol", "k_sigma"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        for name in ("lam", "threshold"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a finite number > 0 or None, got {v!r}")
+        if self.frame_model not in ("mean", "last", "fit"):
+            raise ValueError(f"frame_model must be 'mean', 'last' or 'fit', got {self.frame_model!r}")
+        if not (isinstance(self.min_threshold, (int, float)) and 0 <= self.min_threshold < 1):
+            raise ValueError(f"min_threshold must be in [0, 1), got {self.min_threshold!r}")
+        return self
+
+
+@dataclass
+class FrameResult:
+    """What :meth:`KDRSDLBackgroundSubtractor.process` returns for one frame.
+
+    Attributes
+    ----------
+    fgmask : ndarray, shape (h, w), uint8
+        0 background, 255 foreground.
+    score : ndarray, shape (h, w), float32
+        Foreground score |x - L| in [0, 1].
+    threshold : float
+        Threshold applied to ``score``.
+    refit : dict or None
+        Facts of a window refit finished at this frame (``n_iter``, ``converged``,
+        ``residual``, ``rank``, ``warm``, ``seconds``); or, when the refit failed
+        numerically and the model was reset to a cold start, ``reset=True`` and
+        ``error``; None when no refit ran.
+    """
+
+    fgmask: np.ndarray
+    score: np.ndarray
+    threshold: float
+    refit: Optional[dict] = field(default=None)
+
+
+def _block_mean(x, f):
+    if f == 1:
+        return x
+    h, w = x.shape
+    return x[: h - h % f, : w - w % f].reshape(h // f, f, w // f, f).mean(axis=(1, 3), dtype=np.float32)
+
+
+class KDRSDLBackgroundSubtractor:
+    """Background subtraction with KDRSDL on a sliding window of frames.
+
+    Keeps a window of past frames; every ``refit_interval`` frames it re-solves
+    KDRSDL on it (mean mode, warm-started from the previous solution: A, B and
+    duals, :func:`core.kdrsdl` with :func:`core.slide_state`). Every frame gets a
+    robust fit of its own core on the current dictionary (ALGORITHM.md, "Cheaper
+    still"), ``L = M + A R B^T``, and the foreground score ``|x - L|`` (the
+    paper's Section 5.1 score) thresholded into a mask.
+
+    Until the first full window, the model is refitted cold at 2, 4, 8, ...
+    frames, so masks come from the second frame on (rough at first).
+
+    Parameters
+    ----------
+    params : BackgroundParams, optional
+        Knobs; keyword arguments override its fields.
+    **overrides
+        Field values of :class:`BackgroundParams`.
+
+    Raises
+    ------
+    ValueError
+        If a knob is out of range (the message names it).
+    """
+
+    def __init__(self, params=None, **overrides):
+        params = params or BackgroundParams()
+        for k, v in overrides.items():
+            if not hasattr(params, k):
+                raise ValueError(f"unknown parameter {k!r}")
+            setattr(params, k, v)
+        self.params = params.validate()
+        self.reset()
+
+    def reset(self):
+        """Forget everything (e.g. after the camera changed resolution)."""
+        self.shape = None
+        self._window = []          # small frames, oldest first
+        self._since_window = 0     # frames since the last one entered the window
+        self._since_refit = 0
+        self._new_in_window = 0    # frames entered since the last refit
+        self._result = None
+        self._dropped_since_fit = 0
+        self.n_frames = 0
+        self._background = None
+        self.n_resets = 0 if not hasattr(self, "n_resets") else self.n_resets
+
+    # ----------------------------------------------------------------- OpenCV API
+    def apply(self, image, fgmask=None, learningRate=-1):
+        """Foreground mask of a frame, as ``cv2.BackgroundSubtractor.apply``.
+
+        Parameters
+        ----------
+        image : ndarray, shape (h, w), uint8 (0-255) or float (0-1)
+            Grayscale frame. A frame of another shape than the previous ones
+            resets the model.
+        fgmask : ignored
+            Present for OpenCV compatibility.
+        learningRate : ignored
+            Present for OpenCV compatibility (the window sets the memory).
+
+        Returns
+        -------
+        ndarray, shape (h, w), uint8
+            0 background, 255 foreground.
+
+        Raises
+        ------
+        ValueError
+            If the frame is not 2-D, is empty or holds non-finite values.
+        """
+        return self.process(image).fgmask
+
+    def getBackgroundImage(self):
+        """Current background image (``M + A R B^T`` of the last frame), shape (h, w), uint8, or None before the first frame."""
+        if self._background is None:
+            return None
+        return np.clip(np.round(self._background * 255), 0, 255).astype(np.uint8)
+
+    # ----------------------------------------------------------------- model
+    @property
+    def state(self):
+        """The last window solution's :class:`core.KDRSDLState`, or None."""
+        return None if self._result is None else self._result.state
+
+    def process(self, image):
+        """Score, threshold and learn one frame; see :meth:`apply`.
+
+        Returns
+        -------
+        FrameResult
+        """
+        x = self._as_float(image)
+        if self.shape != x.shape:
+            self.reset()
+            self.shape = x.shape
+        p = self.params
+        small = _block_mean(x, p.downscale)
+        refit = self._learn(small)
+        bg_small = self._background_small(small)
+        bg = self._upsample(bg_small, x.shape)
+        score = np.abs(x - bg)
+        self._background = bg
+        if p.threshold is not None:
+            t = p.threshold
+        else:
+            resid = np.abs(small - bg_small)
+            sigma = MAD_TO_SIGMA * float(np.median(resid))
+            t = max(p.min_threshold, p.k_sigma * sigma)
+        mask = score > t
+        if p.open_size > 1 and self._result is not None:
+            st = np.ones((p.open_size, p.open_size), dtype=bool)
+            mask = scipy.ndimage.binary_opening(mask, structure=st)
+            mask = scipy.ndimage.binary_closing(mask, structure=st)
+        self.n_frames += 1
+        return FrameResult(fgmask=mask.astype(np.uint8) * 255, score=score, threshold=float(t), refit=refit)
+
+    @staticmethod
+    def _as_float(image):
+        a = np.asarray(image)
+        if a.ndim != 2 or 0 in a.shape:
+            raise ValueError(f"frame must be a non-empty 2-D grayscale array, got shape {a.shape}")
+        if a.dtype == np.uint8:
+            return a.astype(np.float32) * np.float32(1 / 255)
+        a = a.astype(np.float32)
+        if not np.isfinite(a).all():
+            raise ValueError("frame contains non-finite values")
+        return a
+
+    def _upsample(self, small, shape):
+        f = self.params.downscale
+        if f == 1:
+            return small
+        big = scipy.ndimage.zoom(small, f, order=1, grid_mode=True, mode="nearest")
+        out = np.empty(shape, dtype=np.float32)
+        h, w = min(big.shape[0], shape[0]), min(big.shape[1], shape[1])
+        out[:h, :w] = big[:h, :w]
+        out[h:, :w] = big[h - 1:h, :w]
+        out[:, w:] = out[:, w - 1:w]
+        return out
+
+    def _learn(self, small):
+        p = self.params
+        self._since_window += 1
+        entered = False
+        if not self._window or self._since_window >= p.window_stride:
+            self._window.append(small)
+            self._since_window = 0
+            self._new_in_window += 1
+            entered = True
+            if len(self._window) > p.window:
+                self._window.pop(0)
+                self._dropped_since_fit += 1
+        self._since_refit += 1
+        n = len(self._window)
+        growing = self._result is None or self._result.state.n_slices < p.window
+        if growing:
+            # cold fits at 2, 4, 8, ... frames, then at the full window
+            due = entered and n >= 2 and (n & (n - 1) == 0 or n == p.window)
+        else:
+            due = self._since_refit >= p.refit_interval and self._new_in_window > 0
+        if not due:
+            return None
+        try:
+            return self._refit(cold=growing)
+        except (FloatingPointError, np.linalg.LinAlgError, ValueError) as exc:
+            # Numerical trouble: drop the solution, keep the frames, start cold next
+            # time; the caller sees it in the facts (and counts it).
+            self._result = None
+            self._since_refit = 0
+            self._new_in_window = 0
+            self._dropped_since_fit = 0
+            self.n_resets += 1
+            return {"reset": True, "error": f"{type(exc).__name__}: {exc}", "warm": not growing}
+
+    def _refit(self, cold):
+        p = self.params
+        X = np.stack(self._window)
+        N, m, n = X.shape
+        r = min(p.rank, m, n)
+        lam = p.lam if p.lam is not None else 1.0 / np.sqrt(p.window * max(m, n))
+        t0 = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            if cold:
+                res = kdrsdl(X, r, lam=lam, alpha=p.alpha, mean=True, tol=p.refit_tol, max_iter=3 * p.refit_max_iter)
+            else:
+                init = slide_state(self._result.state, self._dropped_since_fit)
+                res = kdrsdl(X, r, lam=lam, alpha=p.alpha, mean=True, tol=p.refit_tol, max_iter=p.refit_max_iter, init=init)
+        if not all(np.isfinite(a).all() for a in (res.A, res.B, res.M, res.R)):
+            raise FloatingPointError("window refit produced non-finite values")
+        self._result = res
+        self._last_bg = sandwich(res.A, res.R[-1:], res.B)[0] + res.M
+
+        self._lam = lam
+        self._since_refit = 0
+        self._new_in_window = 0
+        self._dropped_since_fit = 0
+        s = np.linalg.svd(res.A, compute_uv=False)
+        return {
+            "n_iter": res.n_iter,
+            "converged": res.converged,
+            "residual": float(res.criterion[-1]),
+            "rank": int(np.sum(s > 1e-3 * s[0])) if s[0] > 0 else 0,
+            "warm": not cold,
+            "seconds": time.perf_counter() - t0,
+        }
+
+    def _background_small(self, small):
+        if self._result is None:
+            return small  # first frame: everything is background
+        res, p = self._result, self.params
+        if p.frame_model == "mean":
+            return res.M
+        if p.frame_model == "last":
+            return self._last_bg
+        xc = (small - res.M)[None]
+        st = res.state
+        fit = fit_cores(res.A, res.B, xc, lam=self._lam, alpha=p.alpha, mu_end=st.mu,
+                        mu_ratio=st.mu / st.muK, rho=2.0, max_iter=p.frame_iters)
+        return sandwich(res.A, fit.R, res.B)[0] + res.M
