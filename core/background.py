@@ -71,6 +71,11 @@ class BackgroundParams:
         the frame's own core fitted robustly on the fixed dictionary ("fit",
         ALGORITHM.md "Cheaper still"; it follows illumination changes but also
         absorbs part of slow or large objects).
+    async_refit : bool
+        Run window refits on a background thread (numpy releases the GIL in BLAS
+        and most ufuncs), so a frame never waits for a refit: frames keep the
+        previous dictionary until the new one is ready. Still causal; the exact
+        frame at which a refit lands then depends on timing. The worker turns it on.
     """
 
     window: int = 30
@@ -88,6 +93,7 @@ class BackgroundParams:
     open_size: int = 5
     downscale: int = 2
     frame_model: str = "mean"
+    async_refit: bool = False
 
     def validate(self):
         """Raise ValueError naming the first out-of-range knob."""
@@ -172,24 +178,35 @@ class KDRSDLBackgroundSubtractor:
 
     def __init__(self, params=None, **overrides):
         params = params or BackgroundParams()
+        self._executor = None
         for k, v in overrides.items():
             if not hasattr(params, k):
                 raise ValueError(f"unknown parameter {k!r}")
             setattr(params, k, v)
         self.params = params.validate()
+        if self.params.async_refit:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdrsdl-refit")
         self.reset()
 
     def reset(self):
         """Forget everything (e.g. after the camera changed resolution)."""
         self.shape = None
         self._window = []          # small frames, oldest first
+        self._win_start = 0        # index (count of entries) of the window's first frame
         self._since_window = 0     # frames since the last one entered the window
         self._since_refit = 0
         self._new_in_window = 0    # frames entered since the last refit
         self._result = None
-        self._dropped_since_fit = 0
+        self._result_start = 0     # _win_start of the window the result was solved on
+        self._last_refit = None
+        if getattr(self, "_future", None) is not None:
+            self._future.cancel()
+        self._future = None
         self.n_frames = 0
         self._background = None
+        self._lam = None
         self.n_resets = 0 if not hasattr(self, "n_resets") else self.n_resets
 
     # ----------------------------------------------------------------- OpenCV API
@@ -243,6 +260,8 @@ class KDRSDLBackgroundSubtractor:
             self.shape = x.shape
         p = self.params
         small = _block_mean(x, p.downscale)
+        if self._lam is None:
+            self._lam = p.lam if p.lam is not None else 1.0 / np.sqrt(p.window * max(small.shape))
         refit = self._learn(small)
         bg_small = self._background_small(small)
         bg = self._upsample(bg_small, x.shape)
@@ -288,6 +307,7 @@ class KDRSDLBackgroundSubtractor:
 
     def _learn(self, small):
         p = self.params
+        refit = self._collect()
         self._since_window += 1
         entered = False
         if not self._window or self._since_window >= p.window_stride:
@@ -297,9 +317,11 @@ class KDRSDLBackgroundSubtractor:
             entered = True
             if len(self._window) > p.window:
                 self._window.pop(0)
-                self._dropped_since_fit += 1
+                self._win_start += 1
         self._since_refit += 1
         n = len(self._window)
+        if self._future is not None:
+            return refit  # a refit is running; the next one waits for it
         growing = self._result is None or self._result.state.n_slices < p.window
         if growing:
             # cold fits at 2, 4, 8, ... frames, then at the full window
@@ -307,51 +329,68 @@ class KDRSDLBackgroundSubtractor:
         else:
             due = self._since_refit >= p.refit_interval and self._new_in_window > 0
         if not due:
-            return None
-        try:
-            return self._refit(cold=growing)
-        except (FloatingPointError, np.linalg.LinAlgError, ValueError) as exc:
-            # Numerical trouble: drop the solution, keep the frames, start cold next
-            # time; the caller sees it in the facts (and counts it).
-            self._result = None
-            self._since_refit = 0
-            self._new_in_window = 0
-            self._dropped_since_fit = 0
-            self.n_resets += 1
-            return {"reset": True, "error": f"{type(exc).__name__}: {exc}", "warm": not growing}
-
-    def _refit(self, cold):
-        p = self.params
+            return refit
         X = np.stack(self._window)
-        N, m, n = X.shape
-        r = min(p.rank, m, n)
-        lam = p.lam if p.lam is not None else 1.0 / np.sqrt(p.window * max(m, n))
-        t0 = time.perf_counter()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ConvergenceWarning)
-            if cold:
-                res = kdrsdl(X, r, lam=lam, alpha=p.alpha, mean=True, tol=p.refit_tol, max_iter=3 * p.refit_max_iter)
-            else:
-                init = slide_state(self._result.state, self._dropped_since_fit)
-                res = kdrsdl(X, r, lam=lam, alpha=p.alpha, mean=True, tol=p.refit_tol, max_iter=p.refit_max_iter, init=init)
-        if not all(np.isfinite(a).all() for a in (res.A, res.B, res.M, res.R)):
-            raise FloatingPointError("window refit produced non-finite values")
-        self._result = res
-        self._last_bg = sandwich(res.A, res.R[-1:], res.B)[0] + res.M
-
-        self._lam = lam
+        init = None
+        if not growing:
+            init = slide_state(self._result.state, self._win_start - self._result_start)
         self._since_refit = 0
         self._new_in_window = 0
-        self._dropped_since_fit = 0
+        if self._executor is None:
+            self._install(self._solve(X, init, self._win_start))
+            return self._last_refit
+        self._future = self._executor.submit(self._solve, X, init, self._win_start)
+        return refit
+
+    def _collect(self):
+        """Install a finished background refit; its facts, or None."""
+        if self._future is None or not self._future.done():
+            return None
+        future, self._future = self._future, None
+        self._install(future.result())
+        return self._last_refit
+
+    def _install(self, outcome):
+        kind, payload, start, seconds = outcome
+        if kind == "error":
+            # Numerical trouble: drop the solution, keep the frames, start cold next time.
+            self._result = None
+            self.n_resets += 1
+            self._last_refit = {"reset": True, "error": payload, "seconds": seconds}
+            return
+        res, warm = payload
+        self._result, self._result_start = res, start
+        self._lam_used = self._lam
         s = np.linalg.svd(res.A, compute_uv=False)
-        return {
+        self._last_refit = {
             "n_iter": res.n_iter,
             "converged": res.converged,
             "residual": float(res.criterion[-1]),
             "rank": int(np.sum(s > 1e-3 * s[0])) if s[0] > 0 else 0,
-            "warm": not cold,
-            "seconds": time.perf_counter() - t0,
+            "warm": warm,
+            "seconds": seconds,
         }
+
+    def _solve(self, X, init, start):
+        """KDRSDL on a window snapshot; returns ``(kind, payload, start, seconds)``, never raises."""
+        p = self.params
+        t0 = time.perf_counter()
+        try:
+            N, m, n = X.shape
+            r = min(p.rank, m, n)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                if init is None:
+                    res = kdrsdl(X, r, lam=self._lam, alpha=p.alpha, mean=True, tol=p.refit_tol,
+                                 max_iter=3 * p.refit_max_iter)
+                else:
+                    res = kdrsdl(X, r, lam=self._lam, alpha=p.alpha, mean=True, tol=p.refit_tol,
+                                 max_iter=p.refit_max_iter, init=init)
+            if not all(np.isfinite(a).all() for a in (res.A, res.B, res.M, res.R)):
+                raise FloatingPointError("window refit produced non-finite values")
+            return "ok", (res, init is not None), start, time.perf_counter() - t0
+        except (FloatingPointError, np.linalg.LinAlgError, ValueError) as exc:
+            return "error", f"{type(exc).__name__}: {exc}", start, time.perf_counter() - t0
 
     def _background_small(self, small):
         if self._result is None:
@@ -363,6 +402,6 @@ class KDRSDLBackgroundSubtractor:
             return self._last_bg
         xc = (small - res.M)[None]
         st = res.state
-        fit = fit_cores(res.A, res.B, xc, lam=self._lam, alpha=p.alpha, mu_end=st.mu,
+        fit = fit_cores(res.A, res.B, xc, lam=self._lam_used, alpha=p.alpha, mu_end=st.mu,
                         mu_ratio=st.mu / st.muK, rho=2.0, max_iter=p.frame_iters)
         return sandwich(res.A, fit.R, res.B)[0] + res.M

@@ -62,7 +62,7 @@ class SyntheticScene:
             ry = rng.uniform(0.06, 0.12) * height
             rx = rng.uniform(0.08, 0.16) * width
             lane = (k + 0.5) / max(n_objects, 1) * height
-            speed = rng.uniform(1.5, 4.0) * width / 320 * rng.choice([-1, 1])
+            speed = rng.uniform(3.0, 8.0) * width / 320 * rng.choice([-1, 1])
             bright = rng.choice([0.0, 1.0])
             start = rng.uniform(0, width)
             self.objects.append((lane, ry, rx, speed, bright, start))

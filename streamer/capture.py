@@ -1,0 +1,112 @@
+"""The capture process: source -> grayscale frames -> ZeroMQ PUSH.
+
+Sends without blocking: a refused send (high-water mark reached, worker slow or
+absent) is a counted drop, so a slow worker never grows memory or latency here.
+A failing source is released and reopened with exponential back-off and jitter.
+"""
+
+import random
+import time
+
+import zmq
+
+from streamer import metrics
+from streamer.protocol import encode, new_epoch
+from streamer.sources import EndOfStream, SourceError, open_source, resize
+
+BACKOFF_INITIAL_S = 0.5
+BACKOFF_MAX_S = 10.0
+
+
+def backoff_delay(attempt, rng=random):
+    """Seconds to wait before reopen attempt ``attempt`` (0-based): exponential, capped, jittered (x0.5-1)."""
+    return min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * 2 ** attempt) * rng.uniform(0.5, 1.0)
+
+
+def run_capture(cfg, stop, log):
+    """Run the capture loop until ``stop`` is set, the file ends, or max_frames.
+
+    Parameters
+    ----------
+    cfg : streamer.config.Config
+    stop : threading.Event
+    log : logging.Logger
+
+    Returns
+    -------
+    int
+        Exit status: 0.
+    """
+    camera, c = cfg.camera, cfg.capture
+    metrics.serve(c.metrics_port, "capture", camera)
+    m_frames = metrics.capture_frames.labels(camera)
+    m_hwm = metrics.capture_dropped.labels(camera, "hwm")
+    m_reconnects = metrics.capture_reconnects.labels(camera)
+    m_connected = metrics.capture_connected.labels(camera)
+    m_last = metrics.capture_last_frame.labels(camera)
+
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.PUSH)
+    sock.setsockopt(zmq.SNDHWM, c.sndhwm)
+    sock.setsockopt(zmq.LINGER, 2000)
+    sock.connect(c.frames_endpoint)
+    epoch, seq, index = new_epoch(), 0, 0
+    log.info("epoch %s: %s -> %s", epoch, c.source, c.frames_endpoint)
+    period = 1.0 / c.fps if c.fps else 0.0
+    next_t = time.monotonic()
+    source, attempt = None, 0
+    try:
+        while not stop.is_set():
+            if c.max_frames and index >= c.max_frames:
+                break
+            if source is None:
+                try:
+                    source = open_source(c.source, loop=c.loop, width=c.width or None, height=c.height or None)
+                    m_connected.set(1)
+                    if attempt:
+                        log.info("source reopened after %d attempt(s)", attempt)
+                    attempt = 0
+                except SourceError as exc:
+                    m_connected.set(0)
+                    delay = backoff_delay(attempt)
+                    log.warning("%s; retrying in %.1f s", exc, delay)
+                    attempt += 1
+                    m_reconnects.inc()
+                    stop.wait(delay)
+                    continue
+            try:
+                frame = source.read()
+            except EndOfStream as exc:
+                log.info("%s", exc)
+                break
+            except SourceError as exc:
+                log.warning("%s; reopening", exc)
+                source.release()
+                source = None
+                m_connected.set(0)
+                continue
+            frame = resize(frame, c.width, c.height)
+            t_ns = time.time_ns()
+            m_frames.inc()
+            m_last.set(t_ns / 1e9)
+            parts = encode("frame", camera, epoch, seq, t_ns, frame, frame_index=index)
+            index += 1
+            try:
+                sock.send_multipart(parts, flags=zmq.NOBLOCK, copy=False)
+                seq += 1
+            except zmq.Again:
+                m_hwm.inc()
+            if period:
+                next_t += period
+                delay = next_t - time.monotonic()
+                if delay > 0:
+                    stop.wait(delay)
+                else:
+                    next_t = time.monotonic()
+    finally:
+        if source is not None:
+            source.release()
+        m_connected.set(0)
+        sock.close()
+        log.info("stopped after %d frames (%d sent)", index, seq)
+    return 0

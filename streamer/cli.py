@@ -1,0 +1,116 @@
+"""The ``kdrsdl`` command (also ``python -m streamer``).
+
+Exit status: 0 on a clean stop, 78 (EX_CONFIG) on a configuration error with a
+one-line message, 1 on other failures.
+"""
+
+import argparse
+import sys
+
+from streamer.config import EX_CONFIG, ConfigError, load
+
+# flag dest -> config key
+CAPTURE_KEYS = {"source": "capture.source", "frames_endpoint": "capture.frames_endpoint",
+                "metrics_port": "capture.metrics_port", "fps": "capture.fps", "width": "capture.width",
+                "height": "capture.height", "loop": "capture.loop", "max_frames": "capture.max_frames"}
+WORKER_KEYS = {"frames_endpoint": "worker.frames_endpoint", "masks_endpoint": "worker.masks_endpoint",
+               "metrics_port": "worker.metrics_port", "window": "model.window", "rank": "model.rank",
+               "snapshot": "worker.snapshot"}
+SUBSCRIBE_KEYS = {"masks_endpoint": "subscribe.masks_endpoint", "output": "subscribe.output",
+                  "count": "subscribe.count"}
+RUN_KEYS = {"source": "capture.source", "max_frames": "capture.max_frames", "output": "subscribe.output",
+            "fps": "capture.fps", "width": "capture.width", "height": "capture.height", "loop": "capture.loop"}
+
+
+def build_parser():
+    """The argparse parser of every subcommand."""
+    p = argparse.ArgumentParser(prog="kdrsdl", description=(
+        "Real-time video background subtraction with KDRSDL (Bahri et al., ICCV 2017): "
+        "capture -> ZeroMQ -> worker -> foreground masks on a ZeroMQ topic."))
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sp, camera_required=False):
+        sp.add_argument("--config", metavar="FILE", help="TOML configuration file; flags override it")
+        sp.add_argument("--camera", metavar="NAME", required=False,
+                        help="camera name, 1-64 of A-Z a-z 0-9 _ . - (topic frame/NAME/ and mask/NAME/)")
+
+    c = sub.add_parser("capture", help="read a source and push grayscale frames to a worker")
+    common(c)
+    c.add_argument("--source", metavar="SRC", help="camera index (0), rtsp:// or http(s):// URL, video file, "
+                   "or 'synthetic[:WxH]' (default synthetic)")
+    c.add_argument("--frames-endpoint", metavar="EP", help="ZeroMQ endpoint the worker binds (connect)")
+    c.add_argument("--metrics-port", type=int, metavar="P", help="Prometheus /metrics port on 127.0.0.1 (0 = off)")
+    c.add_argument("--fps", type=float, metavar="F", help="frame-rate limit, frames per second (0 = none)")
+    c.add_argument("--width", type=int, metavar="W", help="resize to W pixels wide (with --height)")
+    c.add_argument("--height", type=int, metavar="H", help="resize to H pixels high (with --width)")
+    c.add_argument("--loop", action="store_const", const=True, help="restart a video file at its end")
+    c.add_argument("--max-frames", type=int, metavar="N", help="stop after N frames (0 = never)")
+
+    w = sub.add_parser("worker", help="keep a KDRSDL background model and publish a mask per frame")
+    common(w)
+    w.add_argument("--frames-endpoint", metavar="EP", help="ZeroMQ endpoint to bind for frames (PULL)")
+    w.add_argument("--masks-endpoint", metavar="EP", help="ZeroMQ endpoint to bind for masks (PUB)")
+    w.add_argument("--metrics-port", type=int, metavar="P", help="Prometheus /metrics port on 127.0.0.1 (0 = off)")
+    w.add_argument("--window", type=int, metavar="N", help="frames in the model's window")
+    w.add_argument("--rank", type=int, metavar="R", help="dictionary size r")
+    w.add_argument("--snapshot", metavar="PNG", help="write frame | background | score | mask of the last frame at stop")
+
+    s = sub.add_parser("subscribe", help="print (and optionally save) the masks of a camera")
+    common(s)
+    s.add_argument("--masks-endpoint", metavar="EP", help="ZeroMQ endpoint the worker publishes on")
+    s.add_argument("--output", metavar="DIR", help="write each mask as a PNG into DIR")
+    s.add_argument("--count", type=int, metavar="N", help="stop after N masks (0 = never)")
+
+    r = sub.add_parser("run", help="capture + worker + subscriber in one command, for a first look")
+    common(r)
+    r.add_argument("--source", metavar="SRC", default=None, help="as for capture (default synthetic)")
+    r.add_argument("--max-frames", type=int, metavar="N", default=300, help="frames to process (default 300)")
+    r.add_argument("--output", metavar="DIR", help="write masks and contact_sheet.png into DIR")
+    r.add_argument("--fps", type=float, metavar="F", default=30.0, help="source frame rate (default 30, 0 = unthrottled)")
+    r.add_argument("--width", type=int, metavar="W")
+    r.add_argument("--height", type=int, metavar="H")
+    r.add_argument("--loop", action="store_const", const=True)
+    return p
+
+
+def main(argv=None):
+    """Entry point of the ``kdrsdl`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    keys = {"capture": CAPTURE_KEYS, "worker": WORKER_KEYS, "subscribe": SUBSCRIBE_KEYS, "run": RUN_KEYS}[args.command]
+    overrides = {key: getattr(args, dest) for dest, key in keys.items()}
+    overrides["camera"] = args.camera
+    try:
+        cfg = load(args.config, overrides)
+    except ConfigError as exc:
+        print(f"kdrsdl: configuration error: {exc}", file=sys.stderr)
+        return EX_CONFIG
+
+    from streamer.lifecycle import install_stop_handlers, setup_logging
+
+    stop = install_stop_handlers()
+    log = setup_logging(args.command, cfg.camera)
+    try:
+        if args.command == "capture":
+            from streamer.capture import run_capture
+            return run_capture(cfg, stop, log)
+        if args.command == "worker":
+            from streamer.notify import systemd_notifier
+            from streamer.worker import run_worker
+            return run_worker(cfg, stop, log, notify=systemd_notifier())
+        if args.command == "subscribe":
+            from streamer.subscriber import run_subscriber
+            summary = run_subscriber(cfg, stop, log)
+            log.info("received %(received)d masks, %(gaps)d missed, %(rejected)d rejected", summary)
+            return 0
+        from streamer.run import run_all
+        return run_all(cfg, stop, log, config_path=args.config)
+    except OSError as exc:  # e.g. an endpoint already in use, a port taken
+        log.error("%s", exc)
+        return 1
+    except Exception as exc:  # zmq.ZMQError for a malformed endpoint is a configuration problem
+        import zmq
+
+        if isinstance(exc, zmq.ZMQError) and exc.errno in (zmq.EINVAL, zmq.EPROTONOSUPPORT):
+            print(f"kdrsdl: configuration error: endpoint: {exc}", file=sys.stderr)
+            return EX_CONFIG
+        raise

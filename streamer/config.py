@@ -1,0 +1,150 @@
+"""Configuration: a TOML file validated strictly, with command-line flags on top.
+
+Unknown keys and out-of-range values are errors that name the key (pydantic).
+A configuration error makes the CLI exit with status 78 (EX_CONFIG), which the
+systemd units do not restart on.
+"""
+
+import tomllib
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from core.background import BackgroundParams
+from streamer.protocol import validate_camera
+
+EX_CONFIG = 78
+
+
+class ConfigError(Exception):
+    """A broken configuration; the message names the problem in one line."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class CaptureConfig(_Strict):
+    source: str = "synthetic"
+    frames_endpoint: str = "ipc:///tmp/kdrsdl-frames-default"
+    metrics_port: int = Field(0, ge=0, le=65535)
+    fps: float = Field(0.0, ge=0, le=1000, description="frames per second limit, 0 = as fast as the source")
+    width: int = Field(0, ge=0, le=8192)
+    height: int = Field(0, ge=0, le=8192)
+    loop: bool = False
+    max_frames: int = Field(0, ge=0, description="stop after this many frames, 0 = never")
+    sndhwm: int = Field(4, ge=1, le=10000)
+
+
+class ModelConfig(_Strict):
+    window: int = Field(30, ge=2, le=1000)
+    window_stride: int = Field(8, ge=1, le=1000)
+    rank: int = Field(20, ge=1, le=1000)
+    lam: Optional[float] = Field(0.005, gt=0)
+    alpha: float = Field(1e-2, gt=0)
+    refit_interval: int = Field(40, ge=1)
+    refit_max_iter: int = Field(30, ge=1, le=10000)
+    refit_tol: float = Field(1e-4, gt=0)
+    frame_iters: int = Field(4, ge=1, le=1000)
+    threshold: Optional[float] = Field(None, gt=0, lt=1)
+    k_sigma: float = Field(5.0, gt=0)
+    min_threshold: float = Field(0.08, ge=0, lt=1)
+    open_size: int = Field(5, ge=0, le=51)
+    downscale: int = Field(2, ge=1, le=16)
+    frame_model: str = "mean"
+
+    @field_validator("frame_model")
+    @classmethod
+    def _frame_model(cls, v):
+        if v not in ("mean", "last", "fit"):
+            raise ValueError("must be 'mean', 'last' or 'fit'")
+        return v
+
+    def params(self):
+        """The :class:`core.background.BackgroundParams` of this section."""
+        return BackgroundParams(**self.model_dump())
+
+
+class WorkerConfig(_Strict):
+    frames_endpoint: str = "ipc:///tmp/kdrsdl-frames-default"
+    masks_endpoint: str = "ipc:///tmp/kdrsdl-masks-default"
+    metrics_port: int = Field(0, ge=0, le=65535)
+    rcvhwm: int = Field(4, ge=1, le=10000)
+    backlog: int = Field(2, ge=1, le=1000, description="frames kept waiting; older ones are dropped")
+    max_side: int = Field(4096, ge=16, le=8192)
+    snapshot: Optional[str] = Field(None, description="PNG written at stop: frame | background | score | mask")
+
+
+class SubscribeConfig(_Strict):
+    masks_endpoint: str = "ipc:///tmp/kdrsdl-masks-default"
+    output: Optional[str] = None
+    count: int = Field(0, ge=0)
+
+
+class Config(_Strict):
+    camera: str = "default"
+    capture: CaptureConfig = CaptureConfig()
+    worker: WorkerConfig = WorkerConfig()
+    model: ModelConfig = ModelConfig()
+    subscribe: SubscribeConfig = SubscribeConfig()
+
+    @field_validator("camera")
+    @classmethod
+    def _camera(cls, v):
+        return validate_camera(v)
+
+
+def _one_line(exc):
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{loc}: {msg}{more}"
+
+
+def load(path=None, overrides=None):
+    """Load a configuration file and apply overrides.
+
+    Parameters
+    ----------
+    path : str, optional
+        TOML file; None = defaults only.
+    overrides : dict, optional
+        ``{"section.key": value}`` (or ``{"camera": value}``) from command-line
+        flags; None values are ignored.
+
+    Returns
+    -------
+    Config
+
+    Raises
+    ------
+    ConfigError
+        If the file is missing or unreadable, is not TOML, has an unknown key or
+        a value out of range; the message names the file and key.
+    """
+    data = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        node = data
+        *parents, last = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{path}: {p} must be a table")
+        node[last] = value
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{path or 'command line'}: {_one_line(exc)}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{path or 'command line'}: {exc}") from None

@@ -1,0 +1,25 @@
+"""Process lifecycle: SIGTERM/SIGINT set a stop event; logging to stderr."""
+
+import logging
+import signal
+import sys
+import threading
+
+
+def install_stop_handlers():
+    """Return an Event set by SIGTERM or SIGINT (a clean stop: loops finish and close sockets)."""
+    stop = threading.Event()
+
+    def handler(signum, frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def setup_logging(role, camera):
+    """Log lines ``<level> <role>[<camera>] <message>`` to stderr."""
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format=f"%(asctime)s %(levelname)s {role}[{camera}] %(message)s")
+    return logging.getLogger(f"kdrsdl.{role}")

@@ -1,0 +1,87 @@
+"""Prometheus metrics of the capture and worker processes (DESIGN.md, "Metrics").
+
+Prefix ``kdrsdl_``, label ``camera``. Counters end in ``_total`` and durations
+in ``_seconds``; rates are left to PromQL. The default registry also exports the
+process collector (``process_cpu_seconds_total``, ``process_resident_memory_bytes``).
+"""
+
+import platform
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+__version__ = "0.1.0"
+
+#: Video latencies: a frame period at 100 fps is 10 ms, a refit can take seconds.
+LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.033, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0)
+ITERATION_BUCKETS = (1, 2, 3, 5, 8, 12, 20, 30, 50, 80, 150)
+
+L = ["camera"]
+
+build_info = Gauge("kdrsdl_build_info", "Build information (value 1)", ["version", "python", "role"])
+
+# capture
+capture_frames = Counter("kdrsdl_capture_frames_total", "Frames read from the source and sent", L)
+capture_dropped = Counter("kdrsdl_capture_frames_dropped_total", "Frames read but not sent", L + ["reason"])
+capture_reconnects = Counter("kdrsdl_capture_reconnects_total", "Times the source was reopened after a failure", L)
+capture_connected = Gauge("kdrsdl_capture_connected", "1 while the source delivers frames, else 0", L)
+capture_last_frame = Gauge("kdrsdl_capture_last_frame_timestamp_seconds", "Unix time of the last frame read", L)
+
+# worker
+worker_received = Counter("kdrsdl_worker_frames_received_total", "Valid frames received", L)
+worker_processed = Counter("kdrsdl_worker_frames_processed_total", "Frames turned into a published mask", L)
+worker_dropped = Counter("kdrsdl_worker_frames_dropped_total", "Valid frames received but not processed", L + ["reason"])
+worker_lost = Counter("kdrsdl_worker_frames_lost_total", "Frames never received (sequence gaps within an epoch)", L)
+worker_rejected = Counter("kdrsdl_worker_messages_rejected_total", "Messages that broke the protocol", ["reason"])
+worker_backlog = Gauge("kdrsdl_worker_backlog_frames", "Frames received and waiting to be processed", L)
+worker_restarts_seen = Counter("kdrsdl_worker_capture_restarts_total", "New capture epochs seen (capture restarts)", L)
+worker_last_progress = Gauge("kdrsdl_worker_last_progress_timestamp_seconds", "Unix time the main loop last made progress", L)
+
+# latency
+end_to_end = Histogram("kdrsdl_end_to_end_latency_seconds", "Capture to mask published", L, buckets=LATENCY_BUCKETS)
+solve_duration = Histogram("kdrsdl_solve_duration_seconds", "Model time per frame (including refits)", L, buckets=LATENCY_BUCKETS)
+refit_duration = Histogram("kdrsdl_refit_duration_seconds", "Window refit (KDRSDL solve) time", L, buckets=LATENCY_BUCKETS)
+
+# solver
+solver_iterations = Histogram("kdrsdl_solver_iterations", "Iterations per window refit", L, buckets=ITERATION_BUCKETS)
+solver_residual = Gauge("kdrsdl_solver_residual_ratio", "Stopping criterion at the end of the last refit", L)
+solver_rank = Gauge("kdrsdl_solver_rank", "Numerical rank of A after the last refit", L)
+solver_starts = Counter("kdrsdl_solver_starts_total", "Window refits by start", L + ["mode"])
+solver_not_converged = Counter("kdrsdl_solver_not_converged_total", "Refits that stopped at max_iter", L)
+solver_resets = Counter("kdrsdl_solver_resets_total", "Resets to a cold start (numerical trouble, shape change)", L)
+
+# output
+masks_published = Counter("kdrsdl_masks_published_total", "Masks published", L)
+mask_fg_ratio = Gauge("kdrsdl_mask_foreground_ratio", "Foreground fraction of the last mask", L)
+
+
+def serve(port, role, camera):
+    """Start the /metrics endpoint on 127.0.0.1:``port`` (0 = off) and set build_info.
+
+    Parameters
+    ----------
+    port : int
+        TCP port; 0 disables the endpoint.
+    role : str
+        "capture" or "worker".
+    camera : str
+        Camera label; the per-camera series are created at 0 so they exist
+        before the first event.
+    addr : str
+        Listen address (loopback by default).
+    """
+    build_info.labels(__version__, platform.python_version(), role).set(1)
+    if role == "capture":
+        for m in (capture_frames, capture_reconnects, capture_connected, capture_last_frame):
+            m.labels(camera)
+        for reason in ("hwm", "resize"):
+            capture_dropped.labels(camera, reason)
+    else:
+        for m in (worker_received, worker_processed, worker_lost, worker_backlog, masks_published,
+                  solver_not_converged, solver_resets, worker_last_progress, worker_restarts_seen):
+            m.labels(camera)
+        for reason in ("overload", "shutdown"):
+            worker_dropped.labels(camera, reason)
+        for mode in ("warm", "cold"):
+            solver_starts.labels(camera, mode)
+    if port:
+        start_http_server(port, addr="127.0.0.1")

@@ -1,0 +1,174 @@
+"""The wire format of frames and masks over ZeroMQ (DESIGN.md, "Message format").
+
+A message is three frames: ``[topic, header, payload]``.
+
+- topic: ``frame/<camera>/`` or ``mask/<camera>/`` (the trailing slash stops a
+  subscription to ``mask/cam1`` matching ``cam10``).
+- header: a UTF-8 JSON object: ``v`` (protocol version), ``camera``, ``epoch``
+  (random id of the sender's start), ``seq`` (per-camera counter from that epoch),
+  ``t_capture_ns`` (wall clock at capture, ns since the Unix epoch), ``shape``
+  ``[h, w]``, ``dtype`` ("uint8"), ``encoding`` ("raw"). Masks add ``frame_seq``,
+  ``fg_ratio``, ``latency_s`` and ``solver`` facts.
+- payload: the C-contiguous pixels.
+"""
+
+import json
+import re
+import secrets
+from dataclasses import dataclass
+
+import numpy as np
+
+VERSION = 1
+#: Largest accepted frame side in pixels and header size in bytes: checked before
+#: anything is allocated.
+MAX_SIDE = 8192
+MAX_HEADER_BYTES = 16384
+CAMERA_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+DTYPES = {"uint8": np.uint8}
+KINDS = ("frame", "mask")
+
+
+class ProtocolError(ValueError):
+    """A message that breaks the protocol; ``reason`` is a short label for metrics."""
+
+    def __init__(self, reason, detail):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+@dataclass
+class Message:
+    """A decoded message.
+
+    Attributes
+    ----------
+    kind : str
+        "frame" or "mask".
+    header : dict
+        The JSON header, validated.
+    image : ndarray, shape (h, w), uint8
+        Pixels (a frame, or a 0/255 mask).
+    """
+
+    kind: str
+    header: dict
+    image: np.ndarray
+
+
+def new_epoch():
+    """A random id (16 hex characters) for a sender process's start."""
+    return secrets.token_hex(8)
+
+
+def topic(kind, camera):
+    """Topic bytes ``b"<kind>/<camera>/"``."""
+    return f"{kind}/{camera}/".encode()
+
+
+def validate_camera(camera):
+    """Return ``camera`` if it is a valid name (1-64 of ``A-Za-z0-9_.-``), else raise ValueError."""
+    if not isinstance(camera, str) or not CAMERA_RE.match(camera):
+        raise ValueError(f"camera name must be 1-64 characters of A-Z a-z 0-9 _ . -, got {camera!r}")
+    return camera
+
+
+def encode(kind, camera, epoch, seq, t_capture_ns, image, **extra):
+    """Build the three parts of a message.
+
+    Parameters
+    ----------
+    kind : {"frame", "mask"}
+    camera : str
+    epoch : str
+    seq : int
+        Sequence number (>= 0) within the epoch.
+    t_capture_ns : int
+        Capture time, ns since the Unix epoch (``time.time_ns()``).
+    image : ndarray, shape (h, w), uint8
+    **extra
+        More header fields (JSON-serialisable).
+
+    Returns
+    -------
+    list of bytes-like
+        ``[topic, header, payload]``; the payload is a memoryview of ``image``
+        (no copy; send with ``copy=False``).
+    """
+    image = np.ascontiguousarray(image)
+    header = {
+        "v": VERSION,
+        "camera": camera,
+        "epoch": epoch,
+        "seq": int(seq),
+        "t_capture_ns": int(t_capture_ns),
+        "shape": list(image.shape),
+        "dtype": str(image.dtype),
+        "encoding": "raw",
+        **extra,
+    }
+    return [topic(kind, camera), json.dumps(header, separators=(",", ":")).encode(), memoryview(image).cast("B")]
+
+
+def decode(parts, kind, max_side=MAX_SIDE):
+    """Validate and decode a received multipart message.
+
+    Parameters
+    ----------
+    parts : list of bytes or zmq.Frame
+        The received parts.
+    kind : {"frame", "mask"}
+        What this socket expects.
+    max_side : int
+        Largest accepted height or width, pixels.
+
+    Returns
+    -------
+    Message
+
+    Raises
+    ------
+    ProtocolError
+        With ``reason`` one of: ``parts`` (not 3 parts), ``topic``, ``header``
+        (too big, not UTF-8 JSON object), ``version``, ``field`` (missing or
+        ill-typed field), ``camera`` (topic and header disagree), ``shape``
+        (not 2 positive sides within ``max_side``), ``dtype``, ``encoding``,
+        ``size`` (payload length is not h * w * itemsize).
+    """
+    if len(parts) != 3:
+        raise ProtocolError("parts", f"expected 3 parts, got {len(parts)}")
+    t, h, payload = (p.bytes if hasattr(p, "bytes") else bytes(p) if not isinstance(p, (bytes, memoryview)) else p for p in parts)
+    t = bytes(t)
+    if not (t.startswith(kind.encode() + b"/") and t.endswith(b"/") and len(t) <= 128):
+        raise ProtocolError("topic", f"topic {t[:64]!r} is not {kind}/<camera>/")
+    if len(h) > MAX_HEADER_BYTES:
+        raise ProtocolError("header", f"header of {len(h)} bytes exceeds {MAX_HEADER_BYTES}")
+    try:
+        header = json.loads(bytes(h).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError("header", f"header is not UTF-8 JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("header", "header is not a JSON object")
+    if header.get("v") != VERSION:
+        raise ProtocolError("version", f"protocol version {header.get('v')!r} is not {VERSION}")
+    for name, types in (("camera", str), ("epoch", str), ("seq", int), ("t_capture_ns", int),
+                        ("shape", list), ("dtype", str), ("encoding", str)):
+        if not isinstance(header.get(name), types) or isinstance(header.get(name), bool):
+            raise ProtocolError("field", f"header field {name!r} is missing or not a {types.__name__}")
+    if header["seq"] < 0:
+        raise ProtocolError("field", "seq must be >= 0")
+    if t.decode("utf-8", "replace") != f"{kind}/{header['camera']}/":
+        raise ProtocolError("camera", f"topic {t!r} does not match camera {header['camera']!r}")
+    shape = header["shape"]
+    if len(shape) != 2 or not all(isinstance(s, int) and not isinstance(s, bool) and 0 < s <= max_side for s in shape):
+        raise ProtocolError("shape", f"shape {shape!r} is not [h, w] with sides in 1..{max_side}")
+    if header["dtype"] not in DTYPES:
+        raise ProtocolError("dtype", f"dtype {header['dtype']!r} is not one of {sorted(DTYPES)}")
+    if header["encoding"] != "raw":
+        raise ProtocolError("encoding", f"encoding {header['encoding']!r} is not 'raw'")
+    dtype = DTYPES[header["dtype"]]
+    expected = shape[0] * shape[1] * np.dtype(dtype).itemsize
+    if len(payload) != expected:
+        raise ProtocolError("size", f"payload of {len(payload)} bytes, shape {shape} needs {expected}")
+    image = np.frombuffer(payload, dtype=dtype).reshape(shape)
+    return Message(kind=kind, header=header, image=image)

@@ -1,0 +1,77 @@
+"""A mask subscriber: SUB on ``mask/<camera>/``, validated, gaps counted, PNGs optional.
+
+Any ZeroMQ SUB socket in any language can do the same (README, "Wire format").
+"""
+
+import json
+import os
+import sys
+
+import cv2
+import zmq
+
+from streamer.protocol import ProtocolError, decode, topic
+from streamer.worker import SequenceTracker
+
+
+def run_subscriber(cfg, stop, log, on_mask=None, out=sys.stdout):
+    """Receive masks until ``stop`` is set or ``count`` masks arrived.
+
+    Prints one JSON line per mask on ``out`` (``seq``, ``frame_seq``,
+    ``fg_ratio``, ``latency_s``, ``solver``...). With ``output`` set, writes
+    ``mask_<frame_epoch>_<frame_seq>.png`` there.
+
+    Parameters
+    ----------
+    cfg : streamer.config.Config
+    stop : threading.Event
+    log : logging.Logger
+    on_mask : callable, optional
+        Called with each :class:`streamer.protocol.Message`; printing is skipped when given.
+    out : file, optional
+
+    Returns
+    -------
+    dict
+        ``received``, ``gaps`` (masks missed within a worker epoch), ``rejected``.
+    """
+    s = cfg.subscribe
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.SUB)
+    sock.setsockopt(zmq.RCVHWM, 1000)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SUBSCRIBE, topic("mask", cfg.camera))
+    sock.connect(s.masks_endpoint)
+    if s.output:
+        os.makedirs(s.output, exist_ok=True)
+    tracker = SequenceTracker()
+    received = gaps = rejected = 0
+    first = True
+    try:
+        while not stop.is_set() and not (s.count and received >= s.count):
+            if not sock.poll(200):
+                continue
+            parts = sock.recv_multipart(copy=False)
+            try:
+                msg = decode(parts, "mask")
+            except ProtocolError as exc:
+                rejected += 1
+                log.warning("rejected mask message: %s", exc)
+                continue
+            lost, _ = tracker.update(msg.header["epoch"], msg.header["seq"])
+            if not first and lost > 0:
+                gaps += lost
+            first = False
+            received += 1
+            if s.output:
+                h = msg.header
+                cv2.imwrite(os.path.join(s.output, f"mask_{h.get('frame_epoch', 'x')}_{h.get('frame_seq', h['seq']):06d}.png"), msg.image)
+            if on_mask is not None:
+                on_mask(msg)
+            else:
+                print(json.dumps({k: msg.header.get(k) for k in (
+                    "camera", "epoch", "seq", "frame_seq", "frame_index", "fg_ratio", "latency_s", "solver")}),
+                      file=out, flush=True)
+    finally:
+        sock.close()
+    return {"received": received, "gaps": gaps, "rejected": rejected}

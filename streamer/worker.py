@@ -1,0 +1,179 @@
+"""The worker process: frames (PULL) -> KDRSDL background model -> masks (PUB).
+
+Validates every message (rejections are counted by reason and logged), counts
+sequence gaps as lost frames, keeps at most ``backlog`` frames waiting and drops
+the oldest beyond that (counted), and publishes one mask per processed frame on
+``mask/<camera>/``.
+"""
+
+import collections
+import time
+
+import cv2
+import numpy as np
+import zmq
+
+from core.background import KDRSDLBackgroundSubtractor
+from streamer import metrics
+from streamer.protocol import ProtocolError, decode, encode, new_epoch
+
+REJECT_LOG_EVERY = 100
+
+
+class SequenceTracker:
+    """Counts gaps in ``seq`` within a sender epoch; a new epoch is a restart, not a loss."""
+
+    def __init__(self):
+        self.epoch, self.last = None, None
+
+    def update(self, epoch, seq):
+        """Return ``(lost, restarted)`` for a received ``(epoch, seq)``; ``lost`` < 0 means a repeated or old seq."""
+        if epoch != self.epoch:
+            restarted = self.epoch is not None
+            self.epoch, self.last = epoch, seq
+            return seq if not restarted else 0, restarted
+        lost = seq - self.last - 1
+        if lost >= 0:
+            self.last = seq
+        return lost, False
+
+
+def contact_sheet(frame, background, score, fgmask):
+    """One PNG-able uint8 image: frame | background | foreground score | mask, side by side."""
+    score8 = np.clip(score * 4 * 255, 0, 255).astype(np.uint8)
+    bg = background if background is not None else np.zeros_like(frame)
+    return np.hstack([frame, bg, score8, fgmask])
+
+
+def run_worker(cfg, stop, log, notify=None):
+    """Run the worker loop until ``stop`` is set.
+
+    Parameters
+    ----------
+    cfg : streamer.config.Config
+    stop : threading.Event
+    log : logging.Logger
+    notify : callable, optional
+        Called with no argument each time the loop makes progress (systemd watchdog).
+
+    Returns
+    -------
+    int
+        Exit status: 0.
+    """
+    camera, w = cfg.camera, cfg.worker
+    metrics.serve(w.metrics_port, "worker", camera)
+    m = {name: getattr(metrics, name).labels(camera) for name in (
+        "worker_received", "worker_processed", "worker_lost", "worker_backlog", "worker_last_progress",
+        "worker_restarts_seen", "end_to_end", "solve_duration", "refit_duration", "solver_iterations",
+        "solver_residual", "solver_rank", "solver_not_converged", "solver_resets", "masks_published", "mask_fg_ratio")}
+    dropped_overload = metrics.worker_dropped.labels(camera, "overload")
+    dropped_shutdown = metrics.worker_dropped.labels(camera, "shutdown")
+
+    ctx = zmq.Context.instance()
+    pull = ctx.socket(zmq.PULL)
+    pull.setsockopt(zmq.RCVHWM, w.rcvhwm)
+    pull.setsockopt(zmq.MAXMSGSIZE, w.max_side * w.max_side + 65536)
+    pull.bind(w.frames_endpoint)
+    pub = ctx.socket(zmq.PUB)
+    pub.setsockopt(zmq.SNDHWM, 64)
+    pub.setsockopt(zmq.LINGER, 1000)
+    pub.bind(w.masks_endpoint)
+    log.info("listening on %s, publishing on %s", w.frames_endpoint, w.masks_endpoint)
+    if notify:
+        notify("READY=1")
+
+    model = KDRSDLBackgroundSubtractor(cfg.model.params(), async_refit=True)
+    epoch, seq = new_epoch(), 0
+    tracker = SequenceTracker()
+    backlog = collections.deque()
+    rejected = 0
+    solver = {"start": "none", "iterations": 0, "residual": None, "rank": 0}
+    last = None
+    try:
+        while not stop.is_set():
+            if not backlog and not pull.poll(200):
+                m["worker_last_progress"].set(time.time())
+                if notify:
+                    notify("WATCHDOG=1")
+                continue
+            while True:
+                try:
+                    parts = pull.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                try:
+                    msg = decode(parts, "frame", max_side=w.max_side)
+                    if msg.header["camera"] != camera:
+                        raise ProtocolError("camera", f"frame for camera {msg.header['camera']!r}, this worker is {camera!r}")
+                except ProtocolError as exc:
+                    metrics.worker_rejected.labels(exc.reason).inc()
+                    rejected += 1
+                    if rejected <= 10 or rejected % REJECT_LOG_EVERY == 0:
+                        log.warning("rejected message #%d: %s", rejected, exc)
+                    continue
+                lost, restarted = tracker.update(msg.header["epoch"], msg.header["seq"])
+                if restarted:
+                    m["worker_restarts_seen"].inc()
+                    log.info("capture restarted: new epoch %s", msg.header["epoch"])
+                if lost < 0:
+                    metrics.worker_rejected.labels("seq").inc()
+                    continue
+                m["worker_lost"].inc(lost)
+                m["worker_received"].inc()
+                backlog.append(msg)
+                if len(backlog) > w.backlog:
+                    backlog.popleft()
+                    dropped_overload.inc()
+            m["worker_backlog"].set(len(backlog))
+            if not backlog:
+                continue
+            msg = backlog.popleft()
+            h = msg.header
+            t0 = time.perf_counter()
+            if model.shape is not None and model.shape != msg.image.shape:
+                m["solver_resets"].inc()
+                log.info("frame shape changed %s -> %s: model reset", model.shape, msg.image.shape)
+            res = model.process(msg.image)
+            m["solve_duration"].observe(time.perf_counter() - t0)
+            if res.refit is not None:
+                if res.refit.get("reset"):
+                    m["solver_resets"].inc()
+                    log.warning("solver reset to a cold start: %s", res.refit["error"])
+                    solver = {"start": "reset", "iterations": 0, "residual": None, "rank": 0}
+                else:
+                    mode = "warm" if res.refit["warm"] else "cold"
+                    metrics.solver_starts.labels(camera, mode).inc()
+                    m["solver_iterations"].observe(res.refit["n_iter"])
+                    m["solver_residual"].set(res.refit["residual"])
+                    m["solver_rank"].set(res.refit["rank"])
+                    m["refit_duration"].observe(res.refit["seconds"])
+                    if not res.refit["converged"]:
+                        m["solver_not_converged"].inc()
+                    solver = {"start": mode, "iterations": res.refit["n_iter"],
+                              "residual": res.refit["residual"], "rank": res.refit["rank"]}
+            fg_ratio = float(np.count_nonzero(res.fgmask)) / res.fgmask.size
+            latency = (time.time_ns() - h["t_capture_ns"]) / 1e9
+            parts = encode("mask", camera, epoch, seq, h["t_capture_ns"], res.fgmask,
+                           frame_seq=h["seq"], frame_epoch=h["epoch"], frame_index=h.get("frame_index"),
+                           fg_ratio=fg_ratio, latency_s=latency, threshold=res.threshold, solver=solver)
+            pub.send_multipart(parts, copy=False)
+            seq += 1
+            m["end_to_end"].observe(latency)
+            m["worker_processed"].inc()
+            m["masks_published"].inc()
+            m["mask_fg_ratio"].set(fg_ratio)
+            m["worker_last_progress"].set(time.time())
+            if notify:
+                notify("WATCHDOG=1")
+            last = (msg.image, res)
+    finally:
+        if backlog:
+            dropped_shutdown.inc(len(backlog))
+        if w.snapshot and last is not None:
+            image, res = last
+            cv2.imwrite(w.snapshot, contact_sheet(image, model.getBackgroundImage(), res.score, res.fgmask))
+        pull.close()
+        pub.close()
+        log.info("stopped: %d masks published, %d messages rejected", seq, rejected)
+    return 0
