@@ -1,0 +1,104 @@
+"""Real processes and real sockets for the service tests."""
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import zmq
+import zmq.utils.monitor
+from prometheus_client.parser import text_string_to_metric_families
+
+from streamer.protocol import decode
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tcp():
+    return f"tcp://127.0.0.1:{free_port()}"
+
+
+def kdrsdl(*args, **kw):
+    """Start ``python -m streamer ARGS`` as a real process (stderr captured)."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "streamer", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, **kw)
+
+
+def wait_for(cond, timeout, what):
+    """Poll ``cond()`` until it returns a truthy value; fail after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def scrape(port):
+    """``{(name, frozenset(labels.items())): value}`` from a /metrics endpoint, or None if it is down."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+    except OSError:
+        return None
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def metric(samples, name, **labels):
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def subscriber(endpoint, camera, timeout=10):
+    """A SUB socket on ``mask/<camera>/``, returned once its connection is established."""
+    ctx = zmq.Context.instance()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, f"mask/{camera}/".encode())
+    sub.setsockopt(zmq.LINGER, 0)
+    mon = sub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_CONNECTED)
+    sub.connect(endpoint)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if mon.poll(100):
+            ev = zmq.utils.monitor.recv_monitor_message(mon)
+            if ev["event"] in (zmq.EVENT_HANDSHAKE_SUCCEEDED,):
+                break
+    sub.disable_monitor()
+    mon.close()
+    time.sleep(0.1)  # the subscription travels right after the handshake
+    return sub
+
+
+def receive(sub, timeout):
+    """Next mask message (decoded), or None after ``timeout`` seconds."""
+    if not sub.poll(int(timeout * 1000)):
+        return None
+    return decode(sub.recv_multipart(), "mask")
+
+
+def sent_from_log(stderr_text):
+    m = re.search(r"stopped after (\d+) frames \((\d+) sent\)", stderr_text)
+    assert m, stderr_text[-2000:]
+    return int(m.group(1)), int(m.group(2))
+
+
+def stop(proc, timeout=20):
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")

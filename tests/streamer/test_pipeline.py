@@ -1,0 +1,200 @@
+"""Capture, worker and subscriber as real OS processes over ZeroMQ on loopback."""
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import zmq
+
+from conftest import MOTORWAY, ROOT, need
+from helpers import free_port, kdrsdl, metric, receive, scrape, sent_from_log, stop, subscriber, tcp, wait_for
+from streamer.protocol import encode
+
+
+@pytest.fixture
+def worker():
+    frames, masks, port = tcp(), tcp(), free_port()
+    proc = kdrsdl("worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks,
+                  "--metrics-port", port)
+    wait_for(lambda: scrape(port), 20, "the worker's /metrics")
+    yield frames, masks, port, proc
+    rc, _, err = stop(proc)
+    assert rc == 0, err[-3000:]
+
+
+def _drain(sub, until, timeout):
+    masks = []
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and len(masks) < until:
+        msg = receive(sub, 0.5)
+        if msg is not None:
+            masks.append(msg)
+    return masks
+
+
+def test_every_frame_sent_gets_one_mask_or_a_counted_drop(worker):
+    frames, masks_ep, port, _ = worker
+    sub = subscriber(masks_ep, "cam1")
+    cap = kdrsdl("capture", "--camera", "cam1", "--source", "synthetic:160x120", "--frames-endpoint", frames,
+                 "--fps", 60, "--max-frames", 150)
+    rc, _, err = stop(cap, timeout=60) if cap.wait(timeout=60) is not None else (None, "", "")
+    assert rc == 0, err
+    read, sent = sent_from_log(err)
+    assert read == 150
+
+    def settled():
+        s = scrape(port)
+        done = metric(s, "kdrsdl_worker_frames_processed_total", camera="cam1") + metric(
+            s, "kdrsdl_worker_frames_dropped_total", camera="cam1", reason="overload")
+        return s if done + metric(s, "kdrsdl_worker_frames_lost_total", camera="cam1") == sent else None
+
+    s = wait_for(settled, 30, "the worker to account for every frame")
+    processed = metric(s, "kdrsdl_worker_frames_processed_total", camera="cam1")
+    received = metric(s, "kdrsdl_worker_frames_received_total", camera="cam1")
+    assert received + metric(s, "kdrsdl_worker_frames_lost_total", camera="cam1") == sent
+    assert metric(s, "kdrsdl_worker_frames_lost_total", camera="cam1") == 0  # loopback loses nothing
+    got = _drain(sub, processed, 10)
+    assert len(got) == processed
+    seqs = [m.header["seq"] for m in got]
+    assert seqs == list(range(len(got)))  # one mask per processed frame, in order
+    frame_seqs = [m.header["frame_seq"] for m in got]
+    assert frame_seqs == sorted(set(frame_seqs)) and max(frame_seqs) < sent
+    now = time.time_ns()
+    for m in got:
+        h = m.header
+        assert h["shape"] == [120, 160] and m.image.shape == (120, 160) and h["camera"] == "cam1"
+        assert 0 < h["latency_s"] < 10 and h["t_capture_ns"] < now
+        assert set(np.unique(m.image)) <= {0, 255} and 0 <= h["fg_ratio"] <= 1
+    assert metric(s, "kdrsdl_masks_published_total", camera="cam1") == processed
+    sub.close()
+
+
+def test_malformed_messages_are_counted_and_later_frames_still_processed(worker):
+    frames, masks_ep, port, proc = worker
+    sub = subscriber(masks_ep, "cam1")
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 0)
+    push.connect(frames)
+    img = np.full((48, 64), 128, np.uint8)
+    good = lambda seq: [bytes(p) for p in encode("frame", "cam1", "ep", seq, time.time_ns(), img)]
+    bad = {
+        "parts": [b"frame/cam1/", b"{}"],
+        "header": [b"frame/cam1/", b"not json", b"x"],
+        "size": good(0)[:2] + [b"short"],
+        "version": [good(0)[0], good(0)[1].replace(b'"v":1', b'"v":99'), good(0)[2]],
+        "shape": [good(0)[0], good(0)[1].replace(b"[48,64]", b"[100000,100000]"), good(0)[2]],
+    }
+    expected_frame_seqs = []
+    seq = 0
+    for reason, parts in list(bad.items()) + [("end", None)]:
+        push.send_multipart(good(seq))
+        msg = wait_for(lambda: receive(sub, 0.2), 20, f"the mask of frame {seq}")
+        assert msg.header["frame_seq"] == seq
+        expected_frame_seqs.append(seq)
+        seq += 1
+        if parts is not None:
+            push.send_multipart(parts)
+    s = scrape(port)
+    for reason in bad:
+        assert metric(s, "kdrsdl_worker_messages_rejected_total", reason=reason) == 1, reason
+    assert metric(s, "kdrsdl_worker_frames_processed_total", camera="cam1") == len(expected_frame_seqs)
+    assert proc.poll() is None  # still running
+    push.close()
+    sub.close()
+
+
+def test_bad_config_exits_78_naming_the_key(tmp_path):
+    cases = {
+        "[capture]\nfpss = 3\n": "capture.fpss: unknown key",
+        "[capture]\nfps = -1\n": "capture.fps: Input should be greater than or equal to 0",
+        "[model]\nwindow = 1\n": "model.window",
+        "camera = 'bad name!'\n": "camera",
+        "[capture\n": "not valid TOML",
+    }
+    for text, needle in cases.items():
+        path = tmp_path / "bad.toml"
+        path.write_text(text)
+        proc = kdrsdl("capture", "--config", path)
+        rc, _, err = stop(proc, timeout=30) if proc.wait(timeout=30) is not None else (None, "", "")
+        assert rc == 78, (text, err)
+        assert needle in err and err.count("\n") == 1, (text, err)
+    proc = kdrsdl("worker", "--config", tmp_path / "missing.toml")
+    proc.wait(timeout=30)
+    assert proc.returncode == 78
+
+
+def test_file_source_real_motorway_video_end_to_end(worker):
+    video = need(MOTORWAY)
+    frames, masks_ep, port, _ = worker
+    sub = subscriber(masks_ep, "cam1")
+    cap = kdrsdl("capture", "--camera", "cam1", "--source", video, "--frames-endpoint", frames, "--fps", 100)
+    cap.wait(timeout=120)
+    rc, _, err = stop(cap)
+    assert rc == 0, err
+    read, sent = sent_from_log(err)
+    assert read >= 740  # OpenCV decodes 748 of the file's 750 frames
+
+    def settled():
+        s = scrape(port)
+        done = sum(metric(s, n, camera="cam1", **kw) for n, kw in (
+            ("kdrsdl_worker_frames_processed_total", {}), ("kdrsdl_worker_frames_dropped_total", {"reason": "overload"}),
+            ("kdrsdl_worker_frames_lost_total", {})))
+        return s if done == sent else None
+
+    s = wait_for(settled, 60, "every frame accounted for")
+    got = _drain(sub, metric(s, "kdrsdl_worker_frames_processed_total", camera="cam1"), 10)
+    assert len(got) == metric(s, "kdrsdl_worker_frames_processed_total", camera="cam1") > 0.5 * sent
+    # traffic: some foreground in the later masks, far from everything
+    ratios = [m.header["fg_ratio"] for m in got[200:]]
+    assert 0.001 < np.mean(ratios) < 0.3
+    assert metric(s, "kdrsdl_solver_starts_total", camera="cam1", mode="warm") >= 1
+
+
+def _system_gi():
+    py = shutil.which("python3", path="/usr/bin")
+    if not py:
+        return None
+    ok = subprocess.run([py, "-c", "import gi; gi.require_version('GstRtspServer', '1.0'); "
+                         "from gi.repository import GstRtspServer"], capture_output=True).returncode == 0
+    return py if ok else None
+
+
+def test_rtsp_stream_from_a_real_server(worker):
+    py = _system_gi()
+    if py is None:
+        pytest.skip("gst-rtsp-server is not installed (Debian: gir1.2-gst-rtsp-server-1.0 python3-gi "
+                    "gstreamer1.0-plugins-base/good/ugly gstreamer1.0-libav)")
+    source = str(MOTORWAY) if MOTORWAY.exists() else "testsrc"
+    server = subprocess.Popen([py, str(ROOT / "tests" / "streamer" / "rtsp_server.py"), source],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        port = int(server.stdout.readline())
+        frames, masks_ep, mport, _ = worker
+        sub = subscriber(masks_ep, "cam1")
+        cap = kdrsdl("capture", "--camera", "cam1", "--source", f"rtsp://127.0.0.1:{port}/test",
+                     "--frames-endpoint", frames, "--max-frames", 100)
+        got = _drain(sub, 60, 60)
+        assert len(got) >= 60
+        assert got[-1].header["shape"] == [240, 320]
+        cap.wait(timeout=60)
+        rc, _, err = stop(cap)
+        assert rc == 0, err
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_run_command_first_look(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "streamer", "run", "--max-frames", "120", "--fps", "60",
+                           "--source", "synthetic:160x120", "--output", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["masks"] >= 100 and summary["exit_codes"] == {"capture": 0, "worker": 0}
+    assert summary["f_measure"] is not None and summary["f_measure"] > 0.5
+    assert (out / "contact_sheet.png").exists() and len(list(out.glob("mask_*.png"))) == summary["masks"]

@@ -1,0 +1,54 @@
+"""Wire format: round trip and every rejection reason."""
+
+import json
+
+import numpy as np
+import pytest
+
+from streamer.protocol import ProtocolError, decode, encode
+
+
+def _frame(shape=(4, 6)):
+    return np.arange(np.prod(shape), dtype=np.uint8).reshape(shape)
+
+
+def test_round_trip_keeps_pixels_and_header():
+    img = _frame()
+    parts = encode("frame", "cam1", "e1", 7, 123, img, frame_index=9)
+    assert bytes(parts[0]) == b"frame/cam1/"
+    msg = decode([bytes(p) for p in parts], "frame")
+    assert np.array_equal(msg.image, img)
+    h = msg.header
+    assert (h["v"], h["camera"], h["epoch"], h["seq"], h["t_capture_ns"], h["shape"], h["dtype"], h["encoding"],
+            h["frame_index"]) == (1, "cam1", "e1", 7, 123, [4, 6], "uint8", "raw", 9)
+
+
+def _mutated(**header_changes):
+    parts = [bytes(p) for p in encode("frame", "cam1", "e1", 0, 0, _frame())]
+    h = json.loads(parts[1])
+    h.update(header_changes)
+    parts[1] = json.dumps(h).encode()
+    return parts
+
+
+@pytest.mark.parametrize("parts, reason", [
+    ([b"frame/cam1/", b"{}"], "parts"),
+    ([b"mask/cam1/", *_mutated()[1:]], "topic"),
+    ([b"frame/cam1/", b"\xff\xfe", b""], "header"),
+    ([b"frame/cam1/", b"[1, 2]", b""], "header"),
+    ([b"frame/cam1/", b"x" * 20000, b""], "header"),
+    (_mutated(v=2), "version"),
+    (_mutated(seq="7"), "field"),
+    (_mutated(seq=-1), "field"),
+    (_mutated(camera="cam2"), "camera"),
+    (_mutated(shape=[4, 6, 1]), "shape"),
+    (_mutated(shape=[100000, 100000]), "shape"),
+    (_mutated(shape=[0, 6]), "shape"),
+    (_mutated(dtype="float64"), "dtype"),
+    (_mutated(encoding="png"), "encoding"),
+    (_mutated(shape=[5, 6]), "size"),
+])
+def test_malformed_messages_are_rejected_with_reason(parts, reason):
+    with pytest.raises(ProtocolError) as info:
+        decode(parts, "frame")
+    assert info.value.reason == reason
