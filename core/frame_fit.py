@@ -42,6 +42,27 @@ class CoreFit:
     n_iter: int
 
 
+def pinv_psd(G, rtol=1e-6, atol=1e-10):
+    """Pseudo-inverse of a symmetric positive semi-definite matrix.
+
+    Eigenvalues below ``max(rtol * largest, atol)`` count as zero; the absolute
+    floor keeps a vanishing matrix (entries ~1e-50) from being inverted into
+    ~1e50.
+
+    Parameters
+    ----------
+    G : ndarray, shape (r, r), float64
+    rtol, atol : float
+
+    Returns
+    -------
+    ndarray, shape (r, r), float64
+    """
+    w, V = np.linalg.eigh(0.5 * (G + G.T))
+    keep = w > max(rtol * (w.max() if w.size else 0.0), atol)
+    return (V[:, keep] / w[keep]) @ V[:, keep].T
+
+
 def least_squares_cores(A, B, Xc):
     """``K_i = (A^T A)^-1 A^T Xc_i B (B^T B)^-1``: least-squares cores on fixed A, B.
 
@@ -58,12 +79,13 @@ def least_squares_cores(A, B, Xc):
 
     Notes
     -----
-    Pseudo-inverses of the Gram matrices (eigenvalues below 1e-6 of the largest
-    dropped) give the minimum-norm cores when A or B is rank-deficient, as it is
-    with an over-specified r.
+    Pseudo-inverses of the Gram matrices (:func:`pinv_psd`) give the minimum-norm
+    cores when A or B is rank-deficient, as with an over-specified r, and zero
+    cores when the dictionary has collapsed (in mean mode on a static scene, M
+    holds everything and A, B shrink towards 0).
     """
-    AtA_inv = np.linalg.pinv((A.T @ A).astype(np.float64), rtol=1e-6, hermitian=True)
-    BtB_inv = np.linalg.pinv((B.T @ B).astype(np.float64), rtol=1e-6, hermitian=True)
+    AtA_inv = pinv_psd((A.T @ A).astype(np.float64))
+    BtB_inv = pinv_psd((B.T @ B).astype(np.float64))
     AtXB = left_multiply(A.T, right_multiply(Xc, B))
     return left_multiply(AtA_inv.astype(Xc.dtype), right_multiply(AtXB, BtB_inv.astype(Xc.dtype)))
 

@@ -83,5 +83,8 @@ def serve(port, role, camera):
             worker_dropped.labels(camera, reason)
         for mode in ("warm", "cold"):
             solver_starts.labels(camera, mode)
+        for reason in ("parts", "topic", "header", "version", "field", "camera", "shape", "dtype", "encoding",
+                       "size", "seq"):
+            worker_rejected.labels(reason)
     if port:
         start_http_server(port, addr="127.0.0.1")

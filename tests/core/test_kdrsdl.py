@@ -123,7 +123,7 @@ def _parked_object_run(backoff):
     Returns the median of L over the object's region in the newest frame of each
     window (the object is 0.95, the background there ~0.55), and the iterations.
     """
-    scene = SyntheticScene(48, 64, n_objects=1, seed=2)
+    scene = SyntheticScene(48, 64, n_objects=0, seed=2)
     T, N, s = 70, 30, 5
     X = np.stack([scene.frame(t) for t in range(T)]).astype(np.float64)
     X[35:, 10:20, 10:24] = 0.95
@@ -142,18 +142,16 @@ def _parked_object_run(backoff):
 
 def test_warm_start_does_not_freeze_the_background():
     """A static object appears and stays: it must enter L (the background)."""
-    # Keeping the final mu (no back-off): L stays near the old background
-    # (measured peak 0.71; background 0.55, object 0.95).
-    frozen, _ = _parked_object_run(backoff=0)
-    assert frozen.max() < 0.72
-    # Default back-off (10 rho-steps): the object enters L most of the way
-    # (measured peak 0.785; the carried E keeps a part of it: a trade-off of speed
-    # against adaptation, reported in the README).
+    # The pitfall (ALGORITHM.md): keeping the final mu "converges" in 1-3 iterations
+    # and L never changes (measured 0.547 throughout; background 0.55, object 0.95).
+    frozen, frozen_iters = _parked_object_run(backoff=0)
+    assert frozen_iters.max() <= 3 and frozen.max() < 0.56
+    # Default back-off (20 rho-steps): the object enters L (measured 0.89 at the end).
     default, default_iters = _parked_object_run(backoff=None)
-    assert default.max() > 0.75 and default_iters.min() > 3
+    assert default[-1] > 0.85 and default_iters.min() > 3
     # A deep back-off (40 steps, mu back near mu0) reaches the cold solution (0.95).
     deep, _ = _parked_object_run(backoff=40)
-    assert deep[-1] > 0.9
+    assert deep[-1] > 0.94
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
