@@ -23,7 +23,7 @@ def backoff_delay(attempt, rng=random):
     return min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * 2 ** attempt) * rng.uniform(0.5, 1.0)
 
 
-def run_capture(cfg, stop, log):
+def run_capture(cfg, stop, log, notify=None):
     """Run the capture loop until ``stop`` is set, the file ends, or max_frames.
 
     Parameters
@@ -31,6 +31,8 @@ def run_capture(cfg, stop, log):
     cfg : streamer.config.Config
     stop : threading.Event
     log : logging.Logger
+    notify : callable, optional
+        sd_notify: ``READY=1`` once the socket is set up, ``WATCHDOG=1`` every loop turn.
 
     Returns
     -------
@@ -52,11 +54,15 @@ def run_capture(cfg, stop, log):
     sock.connect(c.frames_endpoint)
     epoch, seq, index = new_epoch(), 0, 0
     log.info("epoch %s: %s -> %s", epoch, c.source, c.frames_endpoint)
+    if notify:
+        notify("READY=1")
     period = 1.0 / c.fps if c.fps else 0.0
     next_t = time.monotonic()
     source, attempt = None, 0
     try:
         while not stop.is_set():
+            if notify:
+                notify("WATCHDOG=1")
             if c.max_frames and index >= c.max_frames:
                 break
             if source is None:

@@ -92,7 +92,8 @@ def main(argv=None):
     try:
         if args.command == "capture":
             from streamer.capture import run_capture
-            return run_capture(cfg, stop, log)
+            from streamer.notify import systemd_notifier
+            return run_capture(cfg, stop, log, notify=systemd_notifier())
         if args.command == "worker":
             from streamer.notify import systemd_notifier
             from streamer.worker import run_worker

@@ -25,9 +25,9 @@ def tcp():
     return f"tcp://127.0.0.1:{free_port()}"
 
 
-def kdrsdl(*args, **kw):
+def kdrsdl(*args, env=None, **kw):
     """Start ``python -m streamer ARGS`` as a real process (stderr captured)."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env = dict(env or os.environ, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     return subprocess.Popen([sys.executable, "-m", "streamer", *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, **kw)
 
