@@ -40,7 +40,7 @@ def run_capture(cfg, stop, log, notify=None):
         Exit status: 0.
     """
     camera, c = cfg.camera, cfg.capture
-    metrics.serve(c.metrics_port, "capture", camera)
+    metrics.serve(c.metrics_port, "capture", camera, c.metrics_address)
     m_frames = metrics.capture_frames.labels(camera)
     m_hwm = metrics.capture_dropped.labels(camera, "hwm")
     m_reconnects = metrics.capture_reconnects.labels(camera)
@@ -61,6 +61,7 @@ def run_capture(cfg, stop, log, notify=None):
     source, attempt = None, 0
     try:
         while not stop.is_set():
+            metrics.beat()
             if notify:
                 notify("WATCHDOG=1")
             if c.max_frames and index >= c.max_frames:

@@ -28,6 +28,7 @@ class CaptureConfig(_Strict):
     source: str = "synthetic"
     frames_endpoint: str = "ipc:///tmp/kdrsdl-frames-default"
     metrics_port: int = Field(0, ge=0, le=65535)
+    metrics_address: str = "127.0.0.1"
     fps: float = Field(0.0, ge=0, le=1000, description="frames per second limit, 0 = as fast as the source")
     width: int = Field(0, ge=0, le=8192)
     height: int = Field(0, ge=0, le=8192)
@@ -69,6 +70,7 @@ class WorkerConfig(_Strict):
     frames_endpoint: str = "ipc:///tmp/kdrsdl-frames-default"
     masks_endpoint: str = "ipc:///tmp/kdrsdl-masks-default"
     metrics_port: int = Field(0, ge=0, le=65535)
+    metrics_address: str = "127.0.0.1"
     rcvhwm: int = Field(4, ge=1, le=10000)
     backlog: int = Field(2, ge=1, le=1000, description="frames kept waiting; older ones are dropped")
     max_side: int = Field(4096, ge=16, le=8192)

@@ -6,8 +6,44 @@ process collector (``process_cpu_seconds_total``, ``process_resident_memory_byte
 """
 
 import platform
+import socketserver
+import threading
+import time
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, make_wsgi_app
+
+#: /healthz answers 503 when the main loop made no progress for this long (seconds).
+STALE_AFTER_S = 30.0
+_last_beat = [time.monotonic()]
+
+
+def beat():
+    """Record that the main loop made progress (read by /healthz)."""
+    _last_beat[0] = time.monotonic()
+
+
+def _app():
+    metrics_app = make_wsgi_app()
+
+    def app(environ, start_response):
+        if environ.get("PATH_INFO") == "/healthz":
+            age = time.monotonic() - _last_beat[0]
+            ok = age < STALE_AFTER_S
+            start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
+            return [f"{'ok' if ok else 'stale'}: last progress {age:.1f} s ago\n".encode()]
+        return metrics_app(environ, start_response)
+
+    return app
+
+
+class _Server(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
 
 __version__ = "0.1.0"
 
@@ -54,8 +90,8 @@ masks_published = Counter("kdrsdl_masks_published_total", "Masks published", L)
 mask_fg_ratio = Gauge("kdrsdl_mask_foreground_ratio", "Foreground fraction of the last mask", L)
 
 
-def serve(port, role, camera):
-    """Start the /metrics endpoint on 127.0.0.1:``port`` (0 = off) and set build_info.
+def serve(port, role, camera, addr="127.0.0.1"):
+    """Serve /metrics and /healthz on ``addr:port`` (0 = off) and set build_info.
 
     Parameters
     ----------
@@ -67,7 +103,12 @@ def serve(port, role, camera):
         Camera label; the per-camera series are created at 0 so they exist
         before the first event.
     addr : str
-        Listen address (loopback by default).
+        Listen address (loopback by default; 0.0.0.0 in a pod, for Prometheus).
+
+    Notes
+    -----
+    ``/healthz`` answers 200 while :func:`beat` was called within
+    ``STALE_AFTER_S`` seconds, else 503: it tells a live process from a stuck one.
     """
     build_info.labels(__version__, platform.python_version(), role).set(1)
     if role == "capture":
@@ -86,5 +127,7 @@ def serve(port, role, camera):
         for reason in ("parts", "topic", "header", "version", "field", "camera", "shape", "dtype", "encoding",
                        "size", "seq"):
             worker_rejected.labels(reason)
+    beat()
     if port:
-        start_http_server(port, addr="127.0.0.1")
+        server = make_server(addr, port, _app(), _Server, handler_class=_Quiet)
+        threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()

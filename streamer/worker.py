@@ -62,7 +62,7 @@ def run_worker(cfg, stop, log, notify=None):
         Exit status: 0.
     """
     camera, w = cfg.camera, cfg.worker
-    metrics.serve(w.metrics_port, "worker", camera)
+    metrics.serve(w.metrics_port, "worker", camera, w.metrics_address)
     m = {name: getattr(metrics, name).labels(camera) for name in (
         "worker_received", "worker_processed", "worker_lost", "worker_backlog", "worker_last_progress",
         "worker_restarts_seen", "end_to_end", "solve_duration", "refit_duration", "solver_iterations",
@@ -94,6 +94,7 @@ def run_worker(cfg, stop, log, notify=None):
         while not stop.is_set():
             if not backlog and not pull.poll(200):
                 m["worker_last_progress"].set(time.time())
+                metrics.beat()
                 if notify:
                     notify("WATCHDOG=1")
                 continue
@@ -164,6 +165,7 @@ def run_worker(cfg, stop, log, notify=None):
             m["masks_published"].inc()
             m["mask_fg_ratio"].set(fg_ratio)
             m["worker_last_progress"].set(time.time())
+            metrics.beat()
             if notify:
                 notify("WATCHDOG=1")
             last = (msg.image, res)

@@ -1,0 +1,45 @@
+"""Kubernetes manifests validate against the schemas; the Dockerfile installs as the README says."""
+
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import ROOT
+from helpers import free_port
+
+
+def test_kubernetes_manifests_validate_against_schemas():
+    kv = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate")
+    import yaml
+
+    files = sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml"))
+    assert {f.name for f in files} >= {"statefulset.yaml", "service.yaml", "configmap.yaml"}
+    for f in files:
+        for doc in yaml.safe_load_all(f.read_text()):
+            kv.validate(doc, kv.latest_version(), strict=True)
+
+
+def test_dockerfile_runs_the_readme_install_step():
+    docker = (ROOT / "deploy" / "Dockerfile").read_text()
+    readme = (ROOT / "README.md").read_text()
+    runs = re.findall(r"^RUN (.+)$", docker, re.M)
+    assert runs and all(cmd.replace("--no-cache-dir ", "") in readme for cmd in runs), runs
+
+
+def test_healthz_reports_a_stuck_main_loop():
+    from streamer import metrics
+
+    port = free_port()
+    metrics.serve(port, "worker", "health-test")
+    url = f"http://127.0.0.1:{port}/healthz"
+    assert urllib.request.urlopen(url, timeout=5).status == 200
+    metrics._last_beat[0] = time.monotonic() - metrics.STALE_AFTER_S - 1  # no progress for 31 s
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(url, timeout=5)
+    assert info.value.code == 503
+    metrics.beat()
+    assert urllib.request.urlopen(url, timeout=5).status == 200
