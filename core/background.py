@@ -378,7 +378,9 @@ class KDRSDLBackgroundSubtractor:
         try:
             N, m, n = X.shape
             r = min(p.rank, m, n)
-            with warnings.catch_warnings():
+            # Overflow is caught below by the finiteness checks and turned into a counted
+            # reset to a cold start, so NumPy's floating-point warnings are not needed here.
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 if init is None:
                     res = kdrsdl(X, r, lam=self._lam, alpha=p.alpha, mean=True, tol=p.refit_tol,

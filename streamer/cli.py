@@ -70,12 +70,26 @@ def build_parser():
     r.add_argument("--width", type=int, metavar="W")
     r.add_argument("--height", type=int, metavar="H")
     r.add_argument("--loop", action="store_const", const=True)
+
+    e = sub.add_parser("evaluate", help="score methods on a CDnet-format dataset (paper or CDnet protocol)")
+    e.add_argument("dataset", metavar="DATASET_DIR", help="input/, groundtruth/, temporalROI.txt (CDnet layout)")
+    e.add_argument("--protocol", choices=("paper", "cdnet"), default="paper",
+                   help="paper: 48x64, 400 frames, AUC of |X - L|; cdnet: full size, all annotated frames, masks")
+    e.add_argument("--methods", metavar="LIST", help="comma-separated: kdrsdl,kdrsdl-stream,mog2,knn,rpca (default all)")
+    e.add_argument("--frames", metavar="A:B", help="frame range inside temporalROI (1-based, inclusive)")
+    e.add_argument("--sweep", action="store_true", help="paper's oracle sweep of 20 lambdas for kdrsdl and rpca")
+    e.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    e.add_argument("--report", metavar="DIR", help="write report.md, curves.png and contact_sheet.png")
     return p
 
 
 def main(argv=None):
     """Entry point of the ``kdrsdl`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
+    if args.command == "evaluate":
+        from streamer.evaluate import main as evaluate_main
+
+        return evaluate_main(args)
     keys = {"capture": CAPTURE_KEYS, "worker": WORKER_KEYS, "subscribe": SUBSCRIBE_KEYS, "run": RUN_KEYS}[args.command]
     overrides = {key: getattr(args, dest) for dest, key in keys.items()}
     overrides["camera"] = args.camera
