@@ -48,6 +48,16 @@ class BackgroundParams:
         Iteration cap of a warm refit (the cold first fit gets 3x).
     refit_tol : float
         Stopping tolerance of the refits.
+    refit_backoff : float
+        ``backoff`` of each warm refit (:func:`core.kdrsdl`): rho-steps to take mu
+        back. A refit that stops at max_iter leaves mu ~ rho^refit_max_iter higher;
+        a back-off of less than that ratchets mu up to its cap over a long stream,
+        where E absorbs every change and the background stops adapting (measured on
+        CDnet highway). 60 brings mu back near the window's mu0.
+    rebalance : bool
+        Rebalance the scale of A, B and R at each warm refit (``core.kdrsdl``'s
+        ``rebalance``): without it, A drifts towards 0 and R towards infinity over
+        thousands of frames.
     frame_iters : int
         Iterations of the per-frame core fit on the fixed dictionary.
     threshold : float or None
@@ -86,6 +96,8 @@ class BackgroundParams:
     refit_interval: int = 40
     refit_max_iter: int = 30
     refit_tol: float = 1e-4
+    refit_backoff: float = 60.0
+    rebalance: bool = True
     frame_iters: int = 4
     threshold: Optional[float] = None
     k_sigma: float = 5.0
@@ -103,7 +115,7 @@ class BackgroundParams:
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-        for name in ("alpha", "refit_tol", "k_sigma"):
+        for name in ("alpha", "refit_tol", "k_sigma", "refit_backoff"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
@@ -387,7 +399,8 @@ class KDRSDLBackgroundSubtractor:
                                  max_iter=3 * p.refit_max_iter)
                 else:
                     res = kdrsdl(X, r, lam=self._lam, alpha=p.alpha, mean=True, tol=p.refit_tol,
-                                 max_iter=p.refit_max_iter, init=init)
+                                 max_iter=p.refit_max_iter, init=init, backoff=p.refit_backoff,
+                                 rebalance=p.rebalance)
             if not all(np.isfinite(a).all() for a in (res.A, res.B, res.M, res.R)):
                 raise FloatingPointError("window refit produced non-finite values")
             return "ok", (res, init is not None), start, time.perf_counter() - t0

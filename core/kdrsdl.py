@@ -142,7 +142,28 @@ def _cold_init(X, r, mean, align_signs):
     return A, B, K, R, zeros, np.zeros_like(X), np.zeros_like(K), M, muK0
 
 
-def _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha):
+def _balance(A, R, B, alpha):
+    """Scales ``(c, d, 1/(c d))`` for ``A, B, R`` that leave every ``A R_i B^T`` unchanged
+    and minimise ``(|cA|_F^2 + |dB|_F^2) / 2 + alpha |R / (c d)|_1``.
+
+    The factorisation's scale is otherwise free: at a large (capped) mu the
+    regularisers barely act and, over many warm starts, A and B drift towards 0 and
+    R towards infinity (measured on a 1700-frame video: |A| 0.44 -> 0.005, |R| 1e4 ->
+    2e7), degrading the background. With t = c d: minimising over c for a fixed t
+    gives ``c^2 = t |B| / |A|`` and the cost ``t |A| |B| + alpha |R|_1 / t``, so
+    ``t = sqrt(alpha |R|_1 / (|A| |B|))``. A documented addition to the paper's
+    warm start; it moves towards the regularised optimum and leaves L as it was.
+    """
+    a, b = float(np.linalg.norm(A)), float(np.linalg.norm(B))
+    rho1 = float(np.abs(R).sum(dtype=np.float64))
+    if not (a > 1e-6 and b > 1e-6 and rho1 > 0 and np.isfinite(a * b * rho1)):
+        return 1.0, 1.0, 1.0  # a collapsed dictionary (L = M in mean mode): nothing to balance
+    t = np.sqrt(alpha * rho1 / (a * b))
+    c = np.sqrt(t * b / a)
+    return c, t / c, 1.0 / t
+
+
+def _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance):
     N, m, n = X.shape
     dt = X.dtype
     if init.frame_shape != (m, n) or init.rank != r:
@@ -160,15 +181,18 @@ def _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha):
     else:
         M = None
     K = np.empty((N, r, r), dtype=dt)
+    scale_A, scale_B, scale_R = _balance(A, init.R, B, alpha) if rebalance else (1.0, 1.0, 1.0)
+    A *= scale_A
+    B *= scale_B
     E = np.zeros_like(X)
     Lam = np.zeros_like(X)
     Y = np.zeros((N, r, r), dtype=dt)
-    K[:N_old] = init.K
+    K[:N_old] = init.K * scale_R
     E[:N_old] = init.E
     Lam[:N_old] = init.Lam
-    Y[:N_old] = init.Y
+    Y[:N_old] = init.Y * scale_R
     R = np.empty_like(K)
-    R[:N_old] = init.R
+    R[:N_old] = init.R * scale_R
     # Back mu off from its final (possibly capped) value so that the E threshold
     # lam/mu is not ~0 (which freezes the background), and scale muK by the same factor
     # so that mu/muK is unchanged (ALGORITHM.md, "Warm start").
@@ -198,6 +222,7 @@ def kdrsdl(
     rho=1.2,
     init=None,
     backoff=None,
+    rebalance=False,
     align_signs=True,
 ):
     """Robust Kronecker-decomposable component analysis (KDRSDL), Algorithm 1.
@@ -253,6 +278,13 @@ def kdrsdl(
         none (a restart on the same window continues where it stopped). Measured
         on a parked object (tests): 0 freezes L, 10 lets it in a third of the way,
         20 nine tenths, 40 fully (at about the cost of a cold start).
+    rebalance : bool
+        On a warm start, rescale ``A, B, R`` (and ``K, Y``) so that every
+        ``A R_i B^T`` is unchanged and the regulariser is smallest
+        (:func:`_balance`). Stops the slow drift of A towards 0 and R towards
+        infinity over a long stream of warm starts; off by default because it slows
+        how fast a new object enters L at a small back-off (measured: 0.61 instead of
+        0.89 of the way after 8 windows at back-off 20). A documented addition.
     align_signs : bool
         Align each slice's singular vectors' signs to the first slice's before
         averaging them in the cold initialisation. A documented deviation from the
@@ -318,7 +350,7 @@ def kdrsdl(
         A, B, K, R, E, Lam, Y, M, muK0 = _cold_init(X, r, mean, align_signs)
         mu, muK = mu0, muK0
     else:
-        A, B, K, R, E, Lam, Y, M, muK0, mu, muK = _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha)
+        A, B, K, R, E, Lam, Y, M, muK0, mu, muK = _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance)
     muK_max = MU_CAP * muK0
     X_mean = X.mean(axis=0) if mean else None
 

@@ -46,6 +46,8 @@ class ModelConfig(_Strict):
     refit_interval: int = Field(40, ge=1)
     refit_max_iter: int = Field(30, ge=1, le=10000)
     refit_tol: float = Field(1e-4, gt=0)
+    refit_backoff: float = Field(60.0, gt=0, le=1000)
+    rebalance: bool = True
     frame_iters: int = Field(4, ge=1, le=1000)
     threshold: Optional[float] = Field(None, gt=0, lt=1)
     k_sigma: float = Field(5.0, gt=0)

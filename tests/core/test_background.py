@@ -90,3 +90,17 @@ def test_highway_beats_mog2():
     print(f"highway F-measure: kdrsdl-stream {ours.f_measure:.4f}, MOG2 {theirs.f_measure:.4f}")
     assert theirs.f_measure > 0.7  # MOG2 itself works here (measured 0.81)
     assert ours.f_measure > theirs.f_measure
+
+
+@pytest.mark.parametrize("rebalance", [True, False])
+def test_long_stream_keeps_the_factorisation_scale_bounded(rebalance):
+    """Over many warm refits A R B^T's free scale drifts (A -> 0, R -> inf) unless rebalanced."""
+    scene = SyntheticScene(120, 160, seed=7, drift=0.15, drift_period=300)
+    sub = KDRSDLBackgroundSubtractor(rebalance=rebalance, refit_interval=10, window_stride=2)
+    for t in range(1200):
+        sub.process(scene.frame_uint8(t))
+    st = sub.state
+    if rebalance:  # measured max|R| 8.5, max|A| 0.08
+        assert np.abs(st.R).max() < 1e3 and np.abs(st.A).max() > 1e-3
+    else:  # measured max|R| 2e8, max|A| 4e-4: the drift that float32 would overflow on
+        assert np.abs(st.R).max() > 1e5
