@@ -37,9 +37,8 @@ class BackgroundParams:
         Dictionary size r (>= 1, at most min(height, width) after ``downscale``).
     lam : float or None
         Weight of |E|_1. None = the paper's ``1 / sqrt(window * max(m, n))``
-        (0.014 at the default window and 320 x 240 / 2); the default 0.005 lets E
-        take more of the traffic, which keeps it out of the background M (CDnet
-        highway: oracle-threshold F-measure 0.78 against 0.75 with the paper's).
+        (0.010 at the default window and 320 x 240); the default 0.005 lets E take
+        more of the traffic, which keeps it out of the background M.
     alpha : float
         Weight of |R|_1 (paper default 1e-2).
     refit_interval : int
@@ -67,7 +66,7 @@ class BackgroundParams:
     k_sigma : float
         Multiple of the noise sigma for the adaptive threshold.
     min_threshold : float
-        Floor of the adaptive threshold (intensity units; 0.08 = 20 gray levels).
+        Floor of the adaptive threshold (intensity units; 0.10 = 25 gray levels).
     open_size : int
         Side (pixels) of the square of a morphological opening of the mask, then
         a closing of the same size; 0 or 1 turns post-processing off.
@@ -100,10 +99,10 @@ class BackgroundParams:
     rebalance: bool = True
     frame_iters: int = 4
     threshold: Optional[float] = None
-    k_sigma: float = 5.0
-    min_threshold: float = 0.08
-    open_size: int = 5
-    downscale: int = 2
+    k_sigma: float = 3.0
+    min_threshold: float = 0.10
+    open_size: int = 3
+    downscale: int = 1
     frame_model: str = "mean"
     async_refit: bool = False
 

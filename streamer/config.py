@@ -50,10 +50,10 @@ class ModelConfig(_Strict):
     rebalance: bool = True
     frame_iters: int = Field(4, ge=1, le=1000)
     threshold: Optional[float] = Field(None, gt=0, lt=1)
-    k_sigma: float = Field(5.0, gt=0)
-    min_threshold: float = Field(0.08, ge=0, lt=1)
-    open_size: int = Field(5, ge=0, le=51)
-    downscale: int = Field(2, ge=1, le=16)
+    k_sigma: float = Field(3.0, gt=0)
+    min_threshold: float = Field(0.10, ge=0, lt=1)
+    open_size: int = Field(3, ge=0, le=51)
+    downscale: int = Field(1, ge=1, le=16)
     frame_model: str = "mean"
 
     @field_validator("frame_model")
