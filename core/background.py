@@ -190,6 +190,9 @@ class KDRSDLBackgroundSubtractor:
     def __init__(self, params=None, **overrides):
         params = params or BackgroundParams()
         self._executor = None
+        self._future = None
+        #: Resets to a cold start after numerical trouble in a refit (int, never cleared).
+        self.n_resets = 0
         for k, v in overrides.items():
             if not hasattr(params, k):
                 raise ValueError(f"unknown parameter {k!r}")
@@ -212,13 +215,13 @@ class KDRSDLBackgroundSubtractor:
         self._result = None
         self._result_start = 0     # _win_start of the window the result was solved on
         self._last_refit = None
-        if getattr(self, "_future", None) is not None:
+        if self._future is not None:
             self._future.cancel()
         self._future = None
         self.n_frames = 0
         self._background = None
         self._lam = None
-        self.n_resets = 0 if not hasattr(self, "n_resets") else self.n_resets
+
 
     # ----------------------------------------------------------------- OpenCV API
     def apply(self, image, fgmask=None, learningRate=-1):

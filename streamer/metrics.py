@@ -56,7 +56,7 @@ L = ["camera"]
 build_info = Gauge("kdrsdl_build_info", "Build information (value 1)", ["version", "python", "role"])
 
 # capture
-capture_frames = Counter("kdrsdl_capture_frames_total", "Frames read from the source and sent", L)
+capture_frames = Counter("kdrsdl_capture_frames_total", "Frames read from the source (sent + dropped)", L)
 capture_dropped = Counter("kdrsdl_capture_frames_dropped_total", "Frames read but not sent", L + ["reason"])
 capture_reconnects = Counter("kdrsdl_capture_reconnects_total", "Times the source was reopened after a failure", L)
 capture_connected = Gauge("kdrsdl_capture_connected", "1 while the source delivers frames, else 0", L)

@@ -54,7 +54,8 @@ def run_worker(cfg, stop, log, notify=None):
     stop : threading.Event
     log : logging.Logger
     notify : callable, optional
-        Called with no argument each time the loop makes progress (systemd watchdog).
+        sd_notify: called with ``"READY=1"`` once both sockets are bound and with
+        ``"WATCHDOG=1"`` each time the main loop makes progress.
 
     Returns
     -------

@@ -42,12 +42,13 @@ def phase(fps, seconds, tmp):
         if msg is not None:
             lat.append((time.time_ns() - msg.header["t_capture_ns"]) / 1e9)
         if time.monotonic() >= next_sample:
-            s = scrape(wport)
-            samples.append((time.monotonic() - t0, s.get(("process_cpu_seconds_total", frozenset()), 0),
-                            s.get(("process_resident_memory_bytes", frozenset()), 0) / 2**20))
+            s = scrape(wport)  # None when the endpoint was too busy to answer in 2 s: skip the sample
+            if s is not None:
+                samples.append((time.monotonic() - t0, s.get(("process_cpu_seconds_total", frozenset()), 0),
+                                s.get(("process_resident_memory_bytes", frozenset()), 0) / 2**20))
             next_sample += 5
     elapsed = time.monotonic() - t0
-    s = scrape(wport)
+    s = wait_for(lambda: scrape(wport), 30, "the worker's final metrics")
     stop(cap)
     stop(worker)
     sub.close()
