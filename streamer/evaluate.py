@@ -196,11 +196,12 @@ def evaluate(root, protocol="paper", methods=METHODS, frames=None, sweep=False, 
         if not continuous and protocol == "paper":
             entry["auc"] = auc  # of a binary output: one ROC point
         if sweep and method in ("kdrsdl", "rpca"):
-            best = (-1.0, None)
+            aucs = []
             for lam in tqdm(SWEEP, desc=f"{method} lambda sweep", unit="lambda", leave=False):
                 s, _ = _batch(method, X, float(lam), protocol)
-                best = max(best, (roc_auc(s[valid], positive[valid]), float(lam)))
-            entry["sweep"] = {"best_auc": best[0], "best_lam": best[1], "lams": SWEEP.tolist()}
+                aucs.append(roc_auc(s[valid], positive[valid]))
+            i = int(np.argmax(aucs))
+            entry["sweep"] = {"best_auc": aucs[i], "best_lam": float(SWEEP[i]), "lams": SWEEP.tolist(), "aucs": aucs}
         result["methods"][method] = entry
         if report:
             curves[method] = (score[valid], positive[valid])

@@ -94,5 +94,6 @@ def test_paper_protocol_oracle_sweep(tmp_path):
     proc = evaluate(d, "--protocol", "paper", "--methods", "kdrsdl", "--sweep", "--json", out, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     sweep = json.loads(out.read_text())["methods"]["kdrsdl"]["sweep"]
-    assert len(sweep["lams"]) == 20 and sweep["best_lam"] in sweep["lams"]
+    assert len(sweep["lams"]) == len(sweep["aucs"]) == 20 and sweep["best_lam"] in sweep["lams"]
+    assert sweep["best_auc"] == max(sweep["aucs"])
     assert sweep["best_auc"] >= 0.95
