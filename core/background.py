@@ -250,7 +250,7 @@ class KDRSDLBackgroundSubtractor:
         return self.process(image).fgmask
 
     def getBackgroundImage(self):
-        """Current background image (``M + A R B^T`` of the last frame), shape (h, w), uint8, or None before the first frame."""
+        """Background of the last frame (see ``frame_model``), shape (h, w), uint8; None before the first frame."""
         if self._background is None:
             return None
         return np.clip(np.round(self._background * 255), 0, 255).astype(np.uint8)
@@ -284,7 +284,7 @@ class KDRSDLBackgroundSubtractor:
         if p.threshold is not None:
             t = p.threshold
         else:
-            resid = np.abs(small - bg_small)
+            resid = score if p.downscale == 1 else np.abs(small - bg_small)
             sigma = MAD_TO_SIGMA * float(np.median(resid))
             t = max(p.min_threshold, p.k_sigma * sigma)
         mask = score > t
@@ -374,7 +374,8 @@ class KDRSDLBackgroundSubtractor:
             return
         res, warm = payload
         self._result, self._result_start = res, start
-        self._lam_used = self._lam
+        if self.params.frame_model == "last":
+            self._last_bg = sandwich(res.A, res.R[-1:], res.B)[0] + res.M
         s = np.linalg.svd(res.A, compute_uv=False)
         self._last_refit = {
             "n_iter": res.n_iter,
@@ -390,8 +391,7 @@ class KDRSDLBackgroundSubtractor:
         p = self.params
         t0 = time.perf_counter()
         try:
-            N, m, n = X.shape
-            r = min(p.rank, m, n)
+            r = min(p.rank, *X.shape[1:])
             # Overflow is caught below by the finiteness checks and turned into a counted
             # reset to a cold start, so NumPy's floating-point warnings are not needed here.
             with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -419,6 +419,6 @@ class KDRSDLBackgroundSubtractor:
             return self._last_bg
         xc = (small - res.M)[None]
         st = res.state
-        fit = fit_cores(res.A, res.B, xc, lam=self._lam_used, alpha=p.alpha, mu_end=st.mu,
+        fit = fit_cores(res.A, res.B, xc, lam=self._lam, alpha=p.alpha, mu_end=st.mu,
                         mu_ratio=st.mu / st.muK, rho=2.0, max_iter=p.frame_iters)
         return sandwich(res.A, fit.R, res.B)[0] + res.M

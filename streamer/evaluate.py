@@ -16,6 +16,7 @@ Every method sees identical frames in one invocation.
 import json
 import os
 import pathlib
+import sys
 import time
 import warnings
 
@@ -193,8 +194,6 @@ def evaluate(root, protocol="paper", methods=METHODS, frames=None, sweep=False, 
         if protocol == "cdnet" or not continuous:
             entry.update({k: v for k, v in c.as_dict().items() if k in (
                 "f_measure", "precision", "recall", "specificity", "fpr", "fnr", "pwc")})
-        if not continuous and protocol == "paper":
-            entry["auc"] = auc  # of a binary output: one ROC point
         if sweep and method in ("kdrsdl", "rpca"):
             aucs = []
             for lam in tqdm(SWEEP, desc=f"{method} lambda sweep", unit="lambda", leave=False):
@@ -266,7 +265,7 @@ def main(args):
         methods = [m.strip() for m in args.methods.split(",")] if args.methods else list(METHODS)
         result = evaluate(args.dataset, args.protocol, methods, args.frames, args.sweep, args.report)
     except (DatasetError, ValueError) as exc:
-        print(f"kdrsdl evaluate: {exc}", file=__import__("sys").stderr)
+        print(f"kdrsdl evaluate: {exc}", file=sys.stderr)
         return 2
     print(format_table(result))
     if args.json:

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -53,7 +54,10 @@ def run_all(cfg, stop, log, config_path=None):
         capture_args += ["--width", str(c.width), "--height", str(c.height)]
     if c.loop:
         capture_args.append("--loop")
-    time.sleep(0.3)  # let the worker bind first; frames sent earlier would be counted drops
+    # let the worker bind first (frames sent earlier would be counted drops): its ipc file appears
+    deadline = time.monotonic() + 30
+    while not os.path.exists(f"{tmp}/frames") and worker.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
     capture = _child(capture_args, os.path.join(tmp, "capture.log"))
     scene = SyntheticSource(c.source, c.width or None, c.height or None).scene if describe(c.source) == "synthetic" else None
     total = Confusion(0, 0, 0, 0)
@@ -75,8 +79,6 @@ def run_all(cfg, stop, log, config_path=None):
 
     cfg.subscribe.masks_endpoint = masks_ep
     cfg.subscribe.count = c.max_frames
-    import threading
-
     sub_stop = threading.Event()
 
     def watch():

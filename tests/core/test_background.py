@@ -29,6 +29,19 @@ def test_synthetic_scene_f_measure_after_first_window():
     assert ours.f_measure > theirs.f_measure
 
 
+# measured F: mean 0.994, last 0.886, fit 0.771 ("fit" absorbs part of the objects into L)
+@pytest.mark.parametrize("frame_model, bar", [("mean", 0.95), ("last", 0.85), ("fit", 0.7)])
+def test_every_frame_model_runs_and_detects(frame_model, bar):
+    scene = SyntheticScene(120, 160, seed=6)
+    sub = KDRSDLBackgroundSubtractor(frame_model=frame_model)
+    total = Confusion(0, 0, 0, 0)
+    for t in range(300):
+        mask = sub.apply(scene.frame_uint8(t))
+        if t >= 150:
+            total = total + confusion(mask, scene.fgmask(t))
+    assert total.f_measure > bar, (frame_model, total.f_measure)
+
+
 def test_background_image_is_the_scene_background():
     scene = SyntheticScene(120, 160, seed=3)
     sub = KDRSDLBackgroundSubtractor()

@@ -41,7 +41,8 @@ def test_every_frame_sent_gets_one_mask_or_a_counted_drop(worker):
     sub = subscriber(masks_ep, "cam1")
     cap = kdrsdl("capture", "--camera", "cam1", "--source", "synthetic:160x120", "--frames-endpoint", frames,
                  "--fps", 60, "--max-frames", 150)
-    rc, _, err = stop(cap, timeout=60) if cap.wait(timeout=60) is not None else (None, "", "")
+    cap.wait(timeout=60)
+    rc, _, err = stop(cap)
     assert rc == 0, err
     read, sent = sent_from_log(err)
     assert read == 150
@@ -119,7 +120,8 @@ def test_bad_config_exits_78_naming_the_key(tmp_path):
         path = tmp_path / "bad.toml"
         path.write_text(text)
         proc = kdrsdl("capture", "--config", path)
-        rc, _, err = stop(proc, timeout=30) if proc.wait(timeout=30) is not None else (None, "", "")
+        proc.wait(timeout=30)
+        rc, _, err = stop(proc)
         assert rc == 78, (text, err)
         assert needle in err and err.count("\n") == 1, (text, err)
     proc = kdrsdl("worker", "--config", tmp_path / "missing.toml")
