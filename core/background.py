@@ -5,21 +5,27 @@ An OpenCV-style background subtractor (``apply(frame) -> fgmask``,
 can swap it in. Causal: a frame's mask uses that frame and earlier ones only.
 """
 
+import json
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 import numpy as np
 import scipy.ndimage
 
 from core.frame_fit import fit_cores
-from core.kdrsdl import ConvergenceWarning, kdrsdl
+from core.kdrsdl import ConvergenceWarning, KDRSDLResult, kdrsdl
 from core.products import sandwich
-from core.state import slide_state
+from core.state import KDRSDLState, slide_state
 
 #: 1 / Phi^-1(3/4): turns a median absolute deviation into a Gaussian sigma.
 MAD_TO_SIGMA = 1.4826
+#: Version of the :meth:`KDRSDLBackgroundSubtractor.checkpoint` layout.
+CHECKPOINT_VERSION = 1
+_STATE_ARRAYS = ("A", "B", "K", "R", "E", "Lam", "Y", "M")
+_STATE_SCALARS = ("mu", "muK", "muK0")
+_COUNTERS = ("win_start", "since_window", "since_refit", "new_in_window", "result_start", "n_frames")
 
 
 @dataclass
@@ -254,6 +260,128 @@ class KDRSDLBackgroundSubtractor:
         if self._background is None:
             return None
         return np.clip(np.round(self._background * 255), 0, 255).astype(np.uint8)
+
+    # ----------------------------------------------------------------- checkpoints
+    def _settings(self):
+        """The knobs a checkpoint must match (all but ``async_refit``), as JSON."""
+        d = asdict(self.params)
+        d.pop("async_refit")
+        return json.dumps(d, sort_keys=True)
+
+    def checkpoint(self):
+        """The learnt state as named arrays, for ``numpy.savez``; None before the first frame.
+
+        Holds the window of frames, its counters, the regularisation weight and,
+        once a window was solved, the solver state (A, B, cores, duals, M, mu).
+        :meth:`restore` on a new subtractor with the same knobs continues the
+        stream as if uninterrupted: the next refit is a warm start.
+
+        Returns
+        -------
+        dict of str to ndarray, or None
+            ``settings`` (str, the knobs as JSON), ``version``, ``frame_shape``
+            (2,) int64 in pixels, ``window`` (N, m, n) float32 (frames at the
+            solve resolution, oldest first), ``counters`` (6,) int64, ``lam``
+            float64 and, when a solution exists, ``state_<name>`` for A, B, K,
+            R, E, Lam, Y, M, mu, muK, muK0 (:class:`core.KDRSDLState`). The
+            arrays are not copied where they are never modified in place.
+        """
+        if self.shape is None:
+            return None
+        out = {
+            "version": np.int64(CHECKPOINT_VERSION),
+            "settings": np.str_(self._settings()),
+            "frame_shape": np.asarray(self.shape, dtype=np.int64),
+            "window": np.stack(self._window),
+            "counters": np.array([self._win_start, self._since_window, self._since_refit,
+                                  self._new_in_window, self._result_start, self.n_frames], dtype=np.int64),
+            "lam": np.float64(self._lam),
+        }
+        if self._result is not None:
+            st = self._result.state
+            for name in _STATE_ARRAYS + _STATE_SCALARS:
+                out["state_" + name] = np.asarray(getattr(st, name))
+        return out
+
+    def restore(self, ckpt):
+        """Continue from a :meth:`checkpoint` (e.g. after a process restart).
+
+        Parameters
+        ----------
+        ckpt : mapping of str to ndarray
+            What :meth:`checkpoint` returned (or ``numpy.load`` of its file).
+
+        Returns
+        -------
+        bool
+            True when a solver state was restored (the next refit is a warm
+            start), False when only the window was (the next refit is cold).
+
+        Raises
+        ------
+        ValueError
+            If the checkpoint is of another layout version, was made with other
+            knobs, or its arrays are missing, of inconsistent shapes or
+            non-finite; the model is then left reset (as new).
+        """
+        self.reset()
+        try:
+            return self._restore(ckpt)
+        except (KeyError, TypeError, IndexError) as exc:
+            self.reset()
+            raise ValueError(f"checkpoint is incomplete or malformed: {type(exc).__name__}: {exc}") from None
+        except ValueError:
+            self.reset()
+            raise
+
+    def _restore(self, ckpt):
+        if int(ckpt["version"]) != CHECKPOINT_VERSION:
+            raise ValueError(f"checkpoint layout version {int(ckpt['version'])}, expected {CHECKPOINT_VERSION}")
+        if str(ckpt["settings"]) != self._settings():
+            raise ValueError("checkpoint was made with other model settings")
+        p = self.params
+        shape = tuple(int(v) for v in ckpt["frame_shape"])
+        window = np.asarray(ckpt["window"], dtype=np.float32)
+        small = _block_mean(np.zeros(shape, np.float32), p.downscale).shape
+        if len(shape) != 2 or window.ndim != 3 or window.shape[1:] != small or not 1 <= len(window) <= p.window:
+            raise ValueError(f"checkpoint window of shape {window.shape} does not fit frames of {shape}")
+        counters = [int(v) for v in ckpt["counters"]]
+        lam = float(ckpt["lam"])
+        if len(counters) != len(_COUNTERS) or min(counters) < 0 or not (np.isfinite(lam) and lam > 0):
+            raise ValueError("checkpoint counters or lambda out of range")
+        if not np.isfinite(window).all():
+            raise ValueError("checkpoint window holds non-finite values")
+        result = None
+        if "state_A" in ckpt:
+            st = KDRSDLState(**{n: np.asarray(ckpt["state_" + n]) for n in _STATE_ARRAYS},
+                             **{n: float(ckpt["state_" + n]) for n in _STATE_SCALARS})
+            n_slices, r = st.n_slices, st.rank
+            shapes = {"A": (small[0], r), "B": (small[1], r), "K": (n_slices, r, r), "R": (n_slices, r, r),
+                      "Y": (n_slices, r, r), "E": (n_slices,) + small, "Lam": (n_slices,) + small, "M": small}
+            for name, want in shapes.items():
+                a = getattr(st, name)
+                if a.shape != want:
+                    raise ValueError(f"checkpoint state {name} has shape {a.shape}, expected {want}")
+                if not np.isfinite(a).all():
+                    raise ValueError(f"checkpoint state {name} holds non-finite values")
+            win_start, result_start = counters[0], counters[4]
+            if not 0 <= win_start - result_start <= n_slices or n_slices > p.window:
+                raise ValueError("checkpoint state does not belong to its window")
+            if not all(np.isfinite(v) and v > 0 for v in (st.mu, st.muK, st.muK0)):
+                raise ValueError("checkpoint penalties mu, muK must be finite and > 0")
+            empty = np.zeros(0)
+            result = KDRSDLResult(A=st.A, B=st.B, R=st.R, E=st.E, M=st.M, n_iter=0, converged=True,
+                                  err_rec=empty, err_split=empty, warm_start=True, state=st)
+        self.shape = shape
+        self._window = list(window)
+        (self._win_start, self._since_window, self._since_refit, self._new_in_window,
+         self._result_start, self.n_frames) = counters
+        self._lam = lam
+        if result is not None:
+            self._result = result
+            if p.frame_model == "last":
+                self._last_bg = sandwich(result.A, result.R[-1:], result.B)[0] + result.M
+        return result is not None
 
     # ----------------------------------------------------------------- model
     @property

@@ -15,7 +15,8 @@ CAPTURE_KEYS = {"source": "capture.source", "frames_endpoint": "capture.frames_e
                 "height": "capture.height", "loop": "capture.loop", "max_frames": "capture.max_frames"}
 WORKER_KEYS = {"frames_endpoint": "worker.frames_endpoint", "masks_endpoint": "worker.masks_endpoint",
                "metrics_port": "worker.metrics_port", "window": "model.window", "rank": "model.rank",
-               "snapshot": "worker.snapshot"}
+               "snapshot": "worker.snapshot", "state_dir": "worker.state_dir",
+               "checkpoint_interval": "worker.checkpoint_interval_s"}
 SUBSCRIBE_KEYS = {"masks_endpoint": "subscribe.masks_endpoint", "output": "subscribe.output",
                   "count": "subscribe.count"}
 RUN_KEYS = {"source": "capture.source", "max_frames": "capture.max_frames", "output": "subscribe.output",
@@ -54,6 +55,9 @@ def build_parser():
     w.add_argument("--window", type=int, metavar="N", help="frames in the model's window")
     w.add_argument("--rank", type=int, metavar="R", help="dictionary size r")
     w.add_argument("--snapshot", metavar="PNG", help="write frame | background | score | mask of the last frame at stop")
+    w.add_argument("--state-dir", metavar="DIR", help="checkpoint the model to DIR/<camera>.npz and resume from it "
+                   "at start (default: no checkpoints)")
+    w.add_argument("--checkpoint-interval", type=float, metavar="S", help="seconds between checkpoints (default 60)")
 
     s = sub.add_parser("subscribe", help="print (and optionally save) the masks of a camera")
     common(s)

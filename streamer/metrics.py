@@ -70,6 +70,10 @@ worker_lost = Counter("kdrsdl_worker_frames_lost_total", "Frames never received 
 worker_rejected = Counter("kdrsdl_worker_messages_rejected_total", "Messages that broke the protocol", ["reason"])
 worker_backlog = Gauge("kdrsdl_worker_backlog_frames", "Frames received and waiting to be processed", L)
 worker_restarts_seen = Counter("kdrsdl_worker_capture_restarts_total", "New capture epochs seen (capture restarts)", L)
+checkpoint_writes = Counter("kdrsdl_worker_checkpoint_writes_total", "Checkpoints written, by result (ok, error)", L + ["result"])
+checkpoint_restores = Counter("kdrsdl_worker_checkpoint_restores_total",
+                              "Checkpoints found at start, by outcome (warm, window, corrupt, mismatch)", L + ["result"])
+checkpoint_last_write = Gauge("kdrsdl_worker_checkpoint_last_write_timestamp_seconds", "Unix time of the last checkpoint written", L)
 worker_last_progress = Gauge("kdrsdl_worker_last_progress_timestamp_seconds", "Unix time the main loop last made progress", L)
 
 # latency
@@ -124,6 +128,11 @@ def serve(port, role, camera, addr="127.0.0.1"):
             worker_dropped.labels(camera, reason)
         for mode in ("warm", "cold"):
             solver_starts.labels(camera, mode)
+        for result in ("ok", "error"):
+            checkpoint_writes.labels(camera, result)
+        for result in ("warm", "window", "corrupt", "mismatch"):
+            checkpoint_restores.labels(camera, result)
+        checkpoint_last_write.labels(camera)
         for reason in ("parts", "topic", "header", "version", "field", "camera", "shape", "dtype", "encoding",
                        "size", "seq"):
             worker_rejected.labels(reason)

@@ -3,18 +3,21 @@
 Validates every message (rejections are counted by reason and logged), counts
 sequence gaps as lost frames, keeps at most ``backlog`` frames waiting and drops
 the oldest beyond that (counted), and publishes one mask per processed frame on
-``mask/<camera>/``.
+``mask/<camera>/``. With a state directory, checkpoints the model (atomically,
+every ``checkpoint_interval_s`` and at a clean stop) and resumes from a valid
+checkpoint at start.
 """
 
 import collections
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import cv2
 import numpy as np
 import zmq
 
 from core.background import KDRSDLBackgroundSubtractor
-from streamer import metrics
+from streamer import checkpoint, metrics
 from streamer.protocol import ProtocolError, decode, encode, new_epoch
 
 REJECT_LOG_EVERY = 100
@@ -43,6 +46,54 @@ def contact_sheet(frame, background, score, fgmask):
     score8 = np.clip(score * 4 * 255, 0, 255).astype(np.uint8)
     bg = background if background is not None else np.zeros_like(frame)
     return np.hstack([frame, bg, score8, fgmask])
+
+
+def _checkpoint_arrays(model, tracker, camera):
+    """The model's checkpoint plus the worker's sequence position, or None before the first frame."""
+    arrays = model.checkpoint()
+    if arrays is None:
+        return None
+    arrays["worker_camera"] = np.str_(camera)
+    if tracker.epoch is not None:
+        arrays["worker_epoch"] = np.str_(tracker.epoch)
+        arrays["worker_last_seq"] = np.int64(tracker.last)
+    return arrays
+
+
+def _restore(path, model, tracker, camera, log):
+    """Resume ``model`` and ``tracker`` from the checkpoint at ``path``; the outcome label, or None without a file."""
+    try:
+        arrays = checkpoint.load(path)
+    except checkpoint.CheckpointError as exc:
+        log.warning("ignoring corrupt checkpoint, starting cold: %s", exc)
+        return "corrupt"
+    if arrays is None:
+        log.info("no checkpoint at %s: cold start", path)
+        return None
+    try:
+        if str(arrays.get("worker_camera", "")) != camera:
+            raise ValueError(f"checkpoint belongs to camera {str(arrays.get('worker_camera'))!r}")
+        warm = model.restore(arrays)
+    except ValueError as exc:
+        log.warning("ignoring checkpoint %s that does not fit, starting cold: %s", path, exc)
+        return "mismatch"
+    if "worker_epoch" in arrays:
+        tracker.epoch, tracker.last = str(arrays["worker_epoch"]), int(arrays["worker_last_seq"])
+    log.info("%s restore from %s: %d frames seen, window of %d frames", "warm" if warm else "window",
+             path, model.n_frames, len(arrays["window"]))
+    return "warm" if warm else "window"
+
+
+def _write_checkpoint(path, arrays, ok, failed, last, log):
+    try:
+        size = checkpoint.save(path, arrays)
+    except OSError as exc:
+        failed.inc()
+        log.error("checkpoint %s not written: %s", path, exc)
+        return
+    ok.inc()
+    last.set(time.time())
+    log.debug("checkpoint %s written (%d bytes)", path, size)
 
 
 def run_worker(cfg, stop, log, notify=None):
@@ -91,8 +142,26 @@ def run_worker(cfg, stop, log, notify=None):
     rejected = 0
     solver = {"start": "none", "iterations": 0, "residual": None, "rank": 0}
     last = None
+    ckpt_path = checkpoint.path_for(w.state_dir, camera) if w.state_dir else None
+    ckpt_writer = ckpt_pending = None
+    if ckpt_path:
+        restored = _restore(ckpt_path, model, tracker, camera, log)
+        if restored:
+            metrics.checkpoint_restores.labels(camera, restored).inc()
+        if restored == "warm":
+            solver = {"start": "restored", "iterations": 0, "residual": None, "rank": int(model.state.rank)}
+        ckpt_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
+        ckpt_args = (metrics.checkpoint_writes.labels(camera, "ok"), metrics.checkpoint_writes.labels(camera, "error"),
+                     metrics.checkpoint_last_write.labels(camera), log)
+    next_ckpt = time.monotonic() + w.checkpoint_interval_s
     try:
         while not stop.is_set():
+            if ckpt_writer and time.monotonic() >= next_ckpt:
+                next_ckpt = time.monotonic() + w.checkpoint_interval_s
+                if ckpt_pending is None or ckpt_pending.done():
+                    arrays = _checkpoint_arrays(model, tracker, camera)
+                    if arrays is not None:  # written on a thread: a frame never waits for the disk
+                        ckpt_pending = ckpt_writer.submit(_write_checkpoint, ckpt_path, arrays, *ckpt_args)
             if not backlog and not pull.poll(200):
                 m["worker_last_progress"].set(time.time())
                 metrics.beat()
@@ -173,6 +242,11 @@ def run_worker(cfg, stop, log, notify=None):
     finally:
         if backlog:
             dropped_shutdown.inc(len(backlog))
+        if ckpt_writer:
+            ckpt_writer.shutdown(wait=True)
+            arrays = _checkpoint_arrays(model, tracker, camera)
+            if arrays is not None:
+                _write_checkpoint(ckpt_path, arrays, *ckpt_args)
         if w.snapshot and last is not None:
             image, res = last
             cv2.imwrite(w.snapshot, contact_sheet(image, model.getBackgroundImage(), res.score, res.fgmask))

@@ -1,5 +1,6 @@
 """The streaming background model (issue 3): accuracy on generated and real video, API, errors."""
 
+import io
 import time
 
 import cv2
@@ -117,3 +118,56 @@ def test_long_stream_keeps_the_factorisation_scale_bounded(rebalance):
         assert np.abs(st.R).max() < 1e4 and np.abs(st.A).max() > 5e-2
     else:  # measured max|R| 4e5, max|A| 8e-3 (and a reset): the drift that grows without bound
         assert np.abs(st.R).max() > 1e5 or sub.n_resets > 0
+
+
+@pytest.mark.parametrize("frame_model", ["mean", "last", "fit"])
+def test_checkpoint_restore_continues_exactly_as_uninterrupted(frame_model):
+    # A model restored from a checkpoint (through numpy's npz, as the worker stores it)
+    # must give bit-identical masks to one that never stopped, across warm refits.
+    scene = SyntheticScene(60, 80, seed=4)
+    knobs = dict(window=8, window_stride=2, rank=6, refit_interval=10, frame_model=frame_model)
+    straight, first = KDRSDLBackgroundSubtractor(**knobs), KDRSDLBackgroundSubtractor(**knobs)
+    for t in range(45):  # past the first full window (16 frames) and two warm refits
+        straight.apply(scene.frame_uint8(t))
+        first.apply(scene.frame_uint8(t))
+    buf = io.BytesIO()
+    np.savez(buf, **first.checkpoint())
+    buf.seek(0)
+    restored = KDRSDLBackgroundSubtractor(**knobs)
+    with np.load(buf, allow_pickle=False) as f:
+        assert restored.restore(dict(f)) is True
+    warm_refits = 0
+    for t in range(45, 90):
+        a, b = straight.process(scene.frame_uint8(t)), restored.process(scene.frame_uint8(t))
+        np.testing.assert_array_equal(a.fgmask, b.fgmask)
+        assert (a.refit is None) == (b.refit is None)
+        if b.refit is not None:
+            assert b.refit["warm"] and b.refit["n_iter"] == a.refit["n_iter"]
+            warm_refits += 1
+    assert warm_refits >= 4
+
+
+def test_checkpoint_restore_refuses_other_settings_and_damage():
+    scene = SyntheticScene(60, 80, seed=4)
+    model = KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6)
+    assert model.checkpoint() is None  # nothing learnt yet
+    for t in range(30):
+        model.apply(scene.frame_uint8(t))
+    ckpt = model.checkpoint()
+    with pytest.raises(ValueError, match="other model settings"):
+        KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=5).restore(ckpt)
+    damaged = {
+        "state_A": ckpt["state_A"][:-1],           # wrong shape
+        "state_Lam": ckpt["state_Lam"] * np.nan,  # non-finite dual
+        "window": ckpt["window"][:, :-1],         # frames of another size
+        "version": np.int64(99),
+    }
+    for key, value in damaged.items():
+        fresh = KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6)
+        with pytest.raises(ValueError, match="checkpoint"):
+            fresh.restore({**ckpt, key: value})
+        assert fresh.shape is None and fresh.state is None  # left as new, still usable
+        assert fresh.apply(scene.frame_uint8(0)).shape == (60, 80)
+    with pytest.raises(ValueError, match="incomplete"):
+        KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6).restore(
+            {k: v for k, v in ckpt.items() if k != "counters"})
