@@ -15,7 +15,10 @@ from streamer.protocol import encode, new_epoch
 from streamer.sources import EndOfStream, SourceError, open_source, resize
 
 BACKOFF_INITIAL_S = 0.5
-BACKOFF_MAX_S = 10.0
+#: Cap of the reopen delay (seconds): a source that comes back is in use again
+#: within about this long plus its open time (~0.3 s for RTSP); a failed attempt
+#: on a dead host costs one refused connection, or one open timeout (3 s) on a hung one.
+BACKOFF_MAX_S = 2.0
 
 
 def backoff_delay(attempt, rng=random):

@@ -81,7 +81,7 @@ class OpenCVSource:
         If the source cannot be opened.
     """
 
-    def __init__(self, spec, loop=False, read_timeout_s=READ_TIMEOUT_MS / 1000 * 1.5):
+    def __init__(self, spec, loop=False, read_timeout_s=READ_TIMEOUT_MS / 1000):
         self.spec, self.loop, self.read_timeout_s = spec, loop, read_timeout_s
         self.kind = describe(spec)
         if self.kind == "file" and not os.path.exists(spec):

@@ -2,12 +2,14 @@
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
+import pytest
 import zmq
 import zmq.utils.monitor
 from prometheus_client.parser import text_string_to_metric_families
@@ -102,3 +104,33 @@ def stop(proc, timeout=20):
         proc.kill()
         out, err = proc.communicate()
     return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+RTSP_SERVER = os.path.join(os.path.dirname(__file__), "rtsp_server.py")
+
+
+def system_gi_python():
+    """/usr/bin/python3 if it can import gst-rtsp-server through gi, else None."""
+    py = shutil.which("python3", path="/usr/bin")
+    if not py:
+        return None
+    ok = subprocess.run([py, "-c", "import gi; gi.require_version('GstRtspServer', '1.0'); "
+                         "from gi.repository import GstRtspServer"], capture_output=True).returncode == 0
+    return py if ok else None
+
+
+def rtsp_server(source, port=0):
+    """Start the real gst-rtsp-server (tests/streamer/rtsp_server.py); return ``(process, port)``.
+
+    Skips the test when gst-rtsp-server is not installed.
+    """
+    py = system_gi_python()
+    if py is None:
+        pytest.skip("gst-rtsp-server is not installed (Debian: gir1.2-gst-rtsp-server-1.0 python3-gi "
+                    "gstreamer1.0-plugins-base/good/ugly gstreamer1.0-libav)")
+    proc = subprocess.Popen([py, RTSP_SERVER, str(source), str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait()
+        raise AssertionError(f"RTSP server did not start: {proc.stderr.read().decode()[-2000:]}")
+    return proc, int(line)

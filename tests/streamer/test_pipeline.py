@@ -1,7 +1,6 @@
 """Capture, worker and subscriber as real OS processes over ZeroMQ on loopback."""
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -10,8 +9,9 @@ import numpy as np
 import pytest
 import zmq
 
-from conftest import MOTORWAY, ROOT, need
-from helpers import free_port, kdrsdl, metric, receive, scrape, sent_from_log, stop, subscriber, tcp, wait_for
+from conftest import MOTORWAY, need
+from helpers import (free_port, kdrsdl, metric, receive, rtsp_server, scrape, sent_from_log, stop, subscriber, tcp,
+                     wait_for)
 from streamer.protocol import encode
 
 
@@ -156,25 +156,10 @@ def test_file_source_real_motorway_video_end_to_end(worker):
     assert metric(s, "kdrsdl_solver_starts_total", camera="cam1", mode="warm") >= 1
 
 
-def _system_gi():
-    py = shutil.which("python3", path="/usr/bin")
-    if not py:
-        return None
-    ok = subprocess.run([py, "-c", "import gi; gi.require_version('GstRtspServer', '1.0'); "
-                         "from gi.repository import GstRtspServer"], capture_output=True).returncode == 0
-    return py if ok else None
-
-
 def test_rtsp_stream_from_a_real_server(worker):
-    py = _system_gi()
-    if py is None:
-        pytest.skip("gst-rtsp-server is not installed (Debian: gir1.2-gst-rtsp-server-1.0 python3-gi "
-                    "gstreamer1.0-plugins-base/good/ugly gstreamer1.0-libav)")
     source = str(MOTORWAY) if MOTORWAY.exists() else "testsrc"
-    server = subprocess.Popen([py, str(ROOT / "tests" / "streamer" / "rtsp_server.py"), source],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    server, port = rtsp_server(source)
     try:
-        port = int(server.stdout.readline())
         frames, masks_ep, mport, _ = worker
         sub = subscriber(masks_ep, "cam1")
         cap = kdrsdl("capture", "--camera", "cam1", "--source", f"rtsp://127.0.0.1:{port}/test",
