@@ -365,7 +365,7 @@ class KDRSDLBackgroundSubtractor:
                 if not np.isfinite(a).all():
                     raise ValueError(f"checkpoint state {name} holds non-finite values")
             win_start, result_start = counters[0], counters[4]
-            if not 0 <= win_start - result_start <= n_slices or n_slices > p.window:
+            if win_start < result_start or n_slices > p.window:
                 raise ValueError("checkpoint state does not belong to its window")
             if not all(np.isfinite(v) and v > 0 for v in (st.mu, st.muK, st.muK0)):
                 raise ValueError("checkpoint penalties mu, muK must be finite and > 0")
@@ -475,7 +475,10 @@ class KDRSDLBackgroundSubtractor:
         X = np.stack(self._window)
         init = None
         if not growing:
-            init = slide_state(self._result.state, self._win_start - self._result_start)
+            # A window that slid past all of the last solution's frames (a refit slower than a
+            # whole window of frames) keeps only the dictionary A, B, M: every core starts afresh.
+            init = slide_state(self._result.state, min(self._win_start - self._result_start,
+                                                       self._result.state.n_slices))
         self._since_refit = 0
         self._new_in_window = 0
         if self._executor is None:

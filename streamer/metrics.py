@@ -124,7 +124,7 @@ def serve(port, role, camera, addr="127.0.0.1"):
         for m in (worker_received, worker_processed, worker_lost, worker_backlog, masks_published,
                   solver_not_converged, solver_resets, worker_last_progress, worker_restarts_seen):
             m.labels(camera)
-        for reason in ("overload", "shutdown"):
+        for reason in ("overload", "shutdown", "error"):
             worker_dropped.labels(camera, reason)
         for mode in ("warm", "cold"):
             solver_starts.labels(camera, mode)

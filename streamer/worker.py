@@ -121,6 +121,7 @@ def run_worker(cfg, stop, log, notify=None):
         "solver_residual", "solver_rank", "solver_not_converged", "solver_resets", "masks_published", "mask_fg_ratio")}
     dropped_overload = metrics.worker_dropped.labels(camera, "overload")
     dropped_shutdown = metrics.worker_dropped.labels(camera, "shutdown")
+    dropped_error = metrics.worker_dropped.labels(camera, "error")
 
     ctx = zmq.Context.instance()
     pull = ctx.socket(zmq.PULL)
@@ -205,7 +206,14 @@ def run_worker(cfg, stop, log, notify=None):
             if model.shape is not None and model.shape != msg.image.shape:
                 m["solver_resets"].inc()
                 log.info("frame shape changed %s -> %s: model reset", model.shape, msg.image.shape)
-            res = model.process(msg.image)
+            try:
+                res = model.process(msg.image)
+            except Exception:  # a defect in the model must not take the camera down: reset, count, go on
+                log.exception("model failed on frame %d; reset to a cold start", h["seq"])
+                model.reset()
+                m["solver_resets"].inc()
+                dropped_error.inc()
+                continue
             m["solve_duration"].observe(time.perf_counter() - t0)
             if res.refit is not None:
                 if res.refit.get("reset"):

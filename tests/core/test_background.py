@@ -171,3 +171,18 @@ def test_checkpoint_restore_refuses_other_settings_and_damage():
     with pytest.raises(ValueError, match="incomplete"):
         KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6).restore(
             {k: v for k, v in ckpt.items() if k != "counters"})
+
+
+def test_refit_after_the_window_slid_past_the_whole_last_solution():
+    # refit_interval > window * window_stride (or, in the worker, a refit slower than a whole
+    # window of frames) slides the window past every slice of the last solution: the next refit
+    # keeps the dictionary A, B, M and starts all cores afresh (a regression: it raised).
+    scene = SyntheticScene(60, 80, seed=5)
+    sub = KDRSDLBackgroundSubtractor(window=8, window_stride=1, rank=6, refit_interval=20)
+    refits = []
+    for t in range(120):
+        res = sub.process(scene.frame_uint8(t))
+        if res.refit is not None:
+            refits.append(res.refit)
+    assert [r["warm"] for r in refits[-4:]] == [True] * 4
+    assert sub.state.n_slices == 8

@@ -1,0 +1,95 @@
+"""Overload (issue 6): a source 3x faster than the worker for 60 s; memory and latency stay bounded, every frame is accounted for."""
+
+import threading
+import time
+
+import pytest
+
+from conftest import MOTORWAY, need
+from helpers import free_port, kdrsdl, metric, receive, scrape, sent_from_log, stop, subscriber, tcp, wait_for
+
+DURATION_S = 60
+FPS = 1000  # the worker processes 140-220 frames/s of this video here (measured), so >= 3x; asserted below
+#: RSS bounds (MiB): the worker holds numpy/scipy/OpenCV (~100 MiB) plus the 30-frame window and the
+#: solver's (30, 240, 320) float32 arrays (~9 MiB each, about ten of them during a refit), measured at
+#: 205-231 MiB; the capture holds OpenCV and the decoder, measured at 99-101 MiB.
+RSS_BOUND_MIB = {"worker": 350, "capture": 200}
+
+
+def _rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.timeout(300)
+def test_source_3x_faster_than_the_worker_for_60_s():
+    video = need(MOTORWAY)
+    frames, masks, wport, cport = tcp(), tcp(), free_port(), free_port()
+    worker = kdrsdl("worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks,
+                    "--metrics-port", wport)
+    wait_for(lambda: scrape(wport), 20, "the worker's /metrics")
+    sub = subscriber(masks, "cam1")
+    cap = kdrsdl("capture", "--camera", "cam1", "--source", video, "--loop", "--fps", FPS,
+                 "--frames-endpoint", frames, "--metrics-port", cport)
+    rss = {"worker": [], "capture": []}
+    latencies = []
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(1.0):
+            for name, proc in (("worker", worker), ("capture", cap)):
+                if proc.poll() is None:
+                    rss[name].append(_rss_mib(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    t0 = time.monotonic()
+    try:
+        while cap.poll() is None and time.monotonic() - t0 < DURATION_S:
+            msg = receive(sub, 0.5)
+            if msg is not None:
+                latencies.append((time.monotonic() - t0, msg.header["latency_s"]))
+        rc, _, err = stop(cap)  # SIGTERM: a clean stop that logs what it read and sent
+        elapsed = time.monotonic() - t0
+        assert rc == 0, err[-3000:]
+        read, sent = sent_from_log(err)
+
+        def settled():
+            s = scrape(wport)
+            done_ = sum(metric(s, "kdrsdl_worker_frames_dropped_total", camera="cam1", reason=r)
+                        for r in ("overload", "shutdown", "error"))
+            received = metric(s, "kdrsdl_worker_frames_received_total", camera="cam1")
+            return s if received == metric(s, "kdrsdl_worker_frames_processed_total", camera="cam1") + done_ else None
+
+        s = wait_for(settled, 30, "the worker to settle")
+    finally:
+        done.set()
+        sub.close()
+        stop(cap)
+        rc_w, _, err_w = stop(worker)
+    assert rc_w == 0, err_w[-3000:]
+
+    processed = metric(s, "kdrsdl_worker_frames_processed_total", camera="cam1")
+    received = metric(s, "kdrsdl_worker_frames_received_total", camera="cam1")
+    lost = metric(s, "kdrsdl_worker_frames_lost_total", camera="cam1")
+    overload = metric(s, "kdrsdl_worker_frames_dropped_total", camera="cam1", reason="overload")
+    print(f"\n{elapsed:.0f} s: read {read} ({read / elapsed:.0f}/s), sent {sent}, received {received:.0f}, "
+          f"processed {processed:.0f} ({processed / elapsed:.0f}/s), overload drops {overload:.0f}, lost {lost:.0f}; "
+          f"RSS max worker {max(rss['worker']):.0f} MiB, capture {max(rss['capture']):.0f} MiB; "
+          f"latency max {max(l for _, l in latencies) * 1000:.0f} ms")
+    assert elapsed >= DURATION_S
+    assert read >= 3 * processed  # the premise: the source really was >= 3x faster than the worker
+    # every frame is accounted for, exactly: the capture's read = sent + refused at its high-water mark
+    # (its log), and every frame sent was received or counted lost, then processed or counted dropped
+    assert received + lost == sent
+    assert processed + overload + metric(s, "kdrsdl_worker_frames_dropped_total", camera="cam1",
+                                         reason="shutdown") == received
+    assert overload > 0
+    # memory stays bounded (growth over a long run is the soak benchmark's, tests/bench/bench_soak.py)
+    for name, bound in RSS_BOUND_MIB.items():
+        assert max(rss[name]) < bound, (name, max(rss[name]))
+    # latency stays bounded: the backlog holds 2 frames, so a mask is never more than a refit-stalled frame old
+    assert max(l for t, l in latencies if t > 10) < 0.5
