@@ -118,5 +118,5 @@ def run_capture(cfg, stop, log, notify=None):
             source.release()
         m_connected.set(0)
         sock.close()
-        log.info("stopped after %d frames (%d sent)", index, seq)
+        log.info("stopped after %d frames (%d sent, %d refused at the high-water mark)", index, seq, index - seq)
     return 0

@@ -90,7 +90,7 @@ def receive(sub, timeout):
 
 
 def sent_from_log(stderr_text):
-    m = re.search(r"stopped after (\d+) frames \((\d+) sent\)", stderr_text)
+    m = re.search(r"stopped after (\d+) frames \((\d+) sent", stderr_text)
     assert m, stderr_text[-2000:]
     return int(m.group(1)), int(m.group(2))
 
