@@ -21,7 +21,7 @@ class ConfigError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class CaptureConfig(_Strict):
@@ -149,7 +149,9 @@ def load(path=None, overrides=None):
                 raise ConfigError(f"{path}: {p} must be a table")
         node[last] = value
     try:
-        return Config.model_validate(data)
+        cfg = Config.model_validate(data)
+        cfg.model.params().validate()  # the model's own checks, so a worker never fails on a loaded config
+        return cfg
     except ValidationError as exc:
         raise ConfigError(f"{path or 'command line'}: {_one_line(exc)}") from None
     except ValueError as exc:

@@ -11,7 +11,7 @@ import cv2
 import zmq
 
 from streamer.protocol import ProtocolError, decode, topic
-from streamer.worker import SequenceTracker
+from streamer.worker import REJECT_LOG_EVERY, SequenceTracker
 
 
 def run_subscriber(cfg, stop, log, on_mask=None, out=sys.stdout):
@@ -56,7 +56,8 @@ def run_subscriber(cfg, stop, log, on_mask=None, out=sys.stdout):
                 msg = decode(parts, "mask")
             except ProtocolError as exc:
                 rejected += 1
-                log.warning("rejected mask message: %s", exc)
+                if rejected <= 10 or rejected % REJECT_LOG_EVERY == 0:
+                    log.warning("rejected mask message #%d: %s", rejected, exc)
                 continue
             lost, _ = tracker.update(msg.header["epoch"], msg.header["seq"])
             if not first and lost > 0:
