@@ -10,7 +10,7 @@ import time
 
 import zmq
 
-from streamer import metrics
+from streamer import metrics, security
 from streamer.protocol import encode, new_epoch
 from streamer.sources import EndOfStream, SourceError, open_source, resize
 
@@ -54,6 +54,8 @@ def run_capture(cfg, stop, log, notify=None):
     sock = ctx.socket(zmq.PUSH)
     sock.setsockopt(zmq.SNDHWM, c.sndhwm)
     sock.setsockopt(zmq.LINGER, 2000)
+    if c.curve_secret_key:
+        security.make_client(sock, c.curve_secret_key, c.curve_server_key)
     sock.connect(c.frames_endpoint)
     epoch, seq, index = new_epoch(), 0, 0
     log.info("epoch %s: %s -> %s", epoch, c.source, c.frames_endpoint)

@@ -12,13 +12,16 @@ from streamer.config import EX_CONFIG, ConfigError, load
 # flag dest -> config key
 CAPTURE_KEYS = {"source": "capture.source", "frames_endpoint": "capture.frames_endpoint",
                 "metrics_port": "capture.metrics_port", "fps": "capture.fps", "width": "capture.width",
-                "height": "capture.height", "loop": "capture.loop", "max_frames": "capture.max_frames"}
+                "height": "capture.height", "loop": "capture.loop", "max_frames": "capture.max_frames",
+                "curve_secret_key": "capture.curve_secret_key", "curve_server_key": "capture.curve_server_key"}
 WORKER_KEYS = {"frames_endpoint": "worker.frames_endpoint", "masks_endpoint": "worker.masks_endpoint",
                "metrics_port": "worker.metrics_port", "window": "model.window", "rank": "model.rank",
                "snapshot": "worker.snapshot", "state_dir": "worker.state_dir",
-               "checkpoint_interval": "worker.checkpoint_interval_s"}
+               "checkpoint_interval": "worker.checkpoint_interval_s",
+               "curve_secret_key": "worker.curve_secret_key", "curve_authorized_keys": "worker.curve_authorized_keys"}
 SUBSCRIBE_KEYS = {"masks_endpoint": "subscribe.masks_endpoint", "output": "subscribe.output",
-                  "count": "subscribe.count"}
+                  "count": "subscribe.count", "curve_secret_key": "subscribe.curve_secret_key",
+                  "curve_server_key": "subscribe.curve_server_key"}
 RUN_KEYS = {"source": "capture.source", "max_frames": "capture.max_frames", "output": "subscribe.output",
             "fps": "capture.fps", "width": "capture.width", "height": "capture.height", "loop": "capture.loop"}
 
@@ -47,6 +50,13 @@ def build_parser():
     c.add_argument("--loop", action="store_const", const=True, help="restart a video file at its end")
     c.add_argument("--max-frames", type=int, metavar="N", help="stop after N frames (0 = never)")
 
+    def curve_client(sp):
+        sp.add_argument("--curve-secret-key", metavar="FILE", help="CURVE: this process's NAME.key_secret "
+                        "(kdrsdl keygen); with --curve-server-key")
+        sp.add_argument("--curve-server-key", metavar="FILE", help="CURVE: the worker's public NAME.key")
+
+    curve_client(c)
+
     w = sub.add_parser("worker", help="keep a KDRSDL background model and publish a mask per frame")
     common(w)
     w.add_argument("--frames-endpoint", metavar="EP", help="ZeroMQ endpoint to bind for frames (PULL)")
@@ -59,11 +69,21 @@ def build_parser():
                    "at start (default: no checkpoints)")
     w.add_argument("--checkpoint-interval", type=float, metavar="S", help="seconds between checkpoints (default 60)")
 
+    w.add_argument("--curve-secret-key", metavar="FILE", help="CURVE on both sockets: the worker's NAME.key_secret "
+                   "(kdrsdl keygen); with --curve-authorized-keys")
+    w.add_argument("--curve-authorized-keys", metavar="DIR", help="CURVE: directory of the public NAME.key files "
+                   "of the captures and subscribers allowed in")
+
     s = sub.add_parser("subscribe", help="print (and optionally save) the masks of a camera")
     common(s)
     s.add_argument("--masks-endpoint", metavar="EP", help="ZeroMQ endpoint the worker publishes on")
     s.add_argument("--output", metavar="DIR", help="write each mask as a PNG into DIR")
     s.add_argument("--count", type=int, metavar="N", help="stop after N masks (0 = never)")
+    curve_client(s)
+
+    k = sub.add_parser("keygen", help="write a CURVE key pair NAME.key (public) and NAME.key_secret into DIR")
+    k.add_argument("dir", metavar="DIR")
+    k.add_argument("name", metavar="NAME", help="e.g. worker-cam1, capture-cam1, subscriber-alarm")
 
     r = sub.add_parser("run", help="capture + worker + subscriber in one command, for a first look")
     common(r)
@@ -90,6 +110,12 @@ def build_parser():
 def main(argv=None):
     """Entry point of the ``kdrsdl`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
+    if args.command == "keygen":
+        from streamer.security import create_keys
+
+        public, secret = create_keys(args.dir, args.name)
+        print(f"public key: {public}\nsecret key: {secret} (keep it private)")
+        return 0
     if args.command == "evaluate":
         from streamer.evaluate import main as evaluate_main
 

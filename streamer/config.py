@@ -8,10 +8,11 @@ systemd units do not restart on.
 import tomllib
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.background import BackgroundParams
 from streamer.protocol import validate_camera
+from streamer.security import check_key_dir, read_key
 
 EX_CONFIG = 78
 
@@ -24,7 +25,23 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
-class CaptureConfig(_Strict):
+class _CurveClient(_Strict):
+    """CURVE client keys (streamer.security): this process's key pair and the worker's public key."""
+
+    curve_secret_key: Optional[str] = Field(None, description="this process's NAME.key_secret file; None = no CURVE")
+    curve_server_key: Optional[str] = Field(None, description="the worker's public NAME.key file")
+
+    @model_validator(mode="after")
+    def _curve_pair(self):
+        if (self.curve_secret_key is None) != (self.curve_server_key is None):
+            raise ValueError("curve_secret_key and curve_server_key must be set together")
+        if self.curve_secret_key is not None:
+            read_key(self.curve_secret_key, secret=True)
+            read_key(self.curve_server_key, secret=False)
+        return self
+
+
+class CaptureConfig(_CurveClient):
     source: str = "synthetic"
     frames_endpoint: str = "ipc:///tmp/kdrsdl-frames-default"
     metrics_port: int = Field(0, ge=0, le=65535)
@@ -79,9 +96,20 @@ class WorkerConfig(_Strict):
     snapshot: Optional[str] = Field(None, description="PNG written at stop: frame | background | score | mask")
     state_dir: Optional[str] = Field(None, description="directory of the model checkpoint <camera>.npz; None = off")
     checkpoint_interval_s: float = Field(60.0, gt=0, le=86400, description="seconds between checkpoints")
+    curve_secret_key: Optional[str] = Field(None, description="the worker's NAME.key_secret file; None = no CURVE")
+    curve_authorized_keys: Optional[str] = Field(None, description="directory of the clients' public NAME.key files")
+
+    @model_validator(mode="after")
+    def _curve_pair(self):
+        if (self.curve_secret_key is None) != (self.curve_authorized_keys is None):
+            raise ValueError("curve_secret_key and curve_authorized_keys must be set together")
+        if self.curve_secret_key is not None:
+            read_key(self.curve_secret_key, secret=True)
+            check_key_dir(self.curve_authorized_keys)
+        return self
 
 
-class SubscribeConfig(_Strict):
+class SubscribeConfig(_CurveClient):
     masks_endpoint: str = "ipc:///tmp/kdrsdl-masks-default"
     output: Optional[str] = None
     count: int = Field(0, ge=0)

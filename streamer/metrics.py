@@ -74,6 +74,8 @@ checkpoint_writes = Counter("kdrsdl_worker_checkpoint_writes_total", "Checkpoint
 checkpoint_restores = Counter("kdrsdl_worker_checkpoint_restores_total",
                               "Checkpoints found at start, by outcome (warm, window, corrupt, mismatch)", L + ["result"])
 checkpoint_last_write = Gauge("kdrsdl_worker_checkpoint_last_write_timestamp_seconds", "Unix time of the last checkpoint written", L)
+handshakes_failed = Counter("kdrsdl_worker_handshakes_failed_total", "Peers refused by CURVE, by socket (frames, masks)",
+                            L + ["socket"])
 worker_last_progress = Gauge("kdrsdl_worker_last_progress_timestamp_seconds", "Unix time the main loop last made progress", L)
 
 # latency
@@ -133,6 +135,8 @@ def serve(port, role, camera, addr="127.0.0.1"):
         for result in ("warm", "window", "corrupt", "mismatch"):
             checkpoint_restores.labels(camera, result)
         checkpoint_last_write.labels(camera)
+        for sock in ("frames", "masks"):
+            handshakes_failed.labels(camera, sock)
         for reason in ("parts", "topic", "header", "version", "field", "camera", "shape", "dtype", "encoding",
                        "size", "seq"):
             worker_rejected.labels(reason)

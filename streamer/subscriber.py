@@ -10,7 +10,8 @@ import sys
 import cv2
 import zmq
 
-from streamer.protocol import ProtocolError, decode, topic
+from streamer import security
+from streamer.protocol import MAX_SIDE, ProtocolError, decode, topic
 from streamer.worker import REJECT_LOG_EVERY, SequenceTracker
 
 
@@ -40,7 +41,10 @@ def run_subscriber(cfg, stop, log, on_mask=None, out=sys.stdout):
     sock = ctx.socket(zmq.SUB)
     sock.setsockopt(zmq.RCVHWM, 1000)
     sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_SIDE * MAX_SIDE + 65536)  # bounded before anything is allocated
     sock.setsockopt(zmq.SUBSCRIBE, topic("mask", cfg.camera))
+    if s.curve_secret_key:
+        security.make_client(sock, s.curve_secret_key, s.curve_server_key)
     sock.connect(s.masks_endpoint)
     if s.output:
         os.makedirs(s.output, exist_ok=True)

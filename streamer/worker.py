@@ -17,7 +17,7 @@ import numpy as np
 import zmq
 
 from core.background import KDRSDLBackgroundSubtractor
-from streamer import checkpoint, metrics
+from streamer import checkpoint, metrics, security
 from streamer.protocol import ProtocolError, decode, encode, new_epoch
 
 REJECT_LOG_EVERY = 100
@@ -124,15 +124,22 @@ def run_worker(cfg, stop, log, notify=None):
     dropped_error = metrics.worker_dropped.labels(camera, "error")
 
     ctx = zmq.Context.instance()
+    auth = security.start_authenticator(ctx, w.curve_authorized_keys) if w.curve_secret_key else None
     pull = ctx.socket(zmq.PULL)
     pull.setsockopt(zmq.RCVHWM, w.rcvhwm)
     pull.setsockopt(zmq.MAXMSGSIZE, w.max_side * w.max_side + 65536)
-    pull.bind(w.frames_endpoint)
     pub = ctx.socket(zmq.PUB)
     pub.setsockopt(zmq.SNDHWM, 64)
     pub.setsockopt(zmq.LINGER, 1000)
+    monitors = {}
+    if auth:
+        security.make_server(pull, w.curve_secret_key)
+        security.make_server(pub, w.curve_secret_key)
+        monitors = {name: security.handshake_monitor(sock) for name, sock in (("frames", pull), ("masks", pub))}
+    pull.bind(w.frames_endpoint)
     pub.bind(w.masks_endpoint)
-    log.info("listening on %s, publishing on %s", w.frames_endpoint, w.masks_endpoint)
+    log.info("listening on %s, publishing on %s%s", w.frames_endpoint, w.masks_endpoint,
+             f" (CURVE, clients from {w.curve_authorized_keys})" if auth else "")
     if notify:
         notify("READY=1")
 
@@ -157,6 +164,10 @@ def run_worker(cfg, stop, log, notify=None):
     next_ckpt = time.monotonic() + w.checkpoint_interval_s
     try:
         while not stop.is_set():
+            for name, mon in monitors.items():
+                for event in security.failed_handshakes(mon):
+                    metrics.handshakes_failed.labels(camera, name).inc()
+                    log.warning("%s socket: refused a peer (%s)", name, event)
             if ckpt_writer and time.monotonic() >= next_ckpt:
                 next_ckpt = time.monotonic() + w.checkpoint_interval_s
                 if ckpt_pending is None or ckpt_pending.done():
@@ -258,7 +269,12 @@ def run_worker(cfg, stop, log, notify=None):
         if w.snapshot and last is not None:
             image, res = last
             cv2.imwrite(w.snapshot, contact_sheet(image, model.getBackgroundImage(), res.score, res.fgmask))
+        for sock, mon in zip((pull, pub), monitors.values()):
+            sock.disable_monitor()
+            mon.close()
         pull.close()
         pub.close()
+        if auth:
+            auth.stop()
         log.info("stopped: %d masks published, %d messages rejected", seq, rejected)
     return 0
