@@ -43,3 +43,17 @@ def test_healthz_reports_a_stuck_main_loop():
     assert info.value.code == 503
     metrics.beat()
     assert urllib.request.urlopen(url, timeout=5).status == 200
+
+
+def test_shipped_camera_configs_load(tmp_path):
+    # the systemd example and every camera file in the ConfigMap pass the same strict validation as the CLI
+    import yaml
+
+    from streamer.config import load
+
+    texts = {"kdrsdl.example.toml": (ROOT / "systemd" / "kdrsdl.example.toml").read_text()}
+    texts.update(yaml.safe_load((ROOT / "deploy" / "kubernetes" / "configmap.yaml").read_text())["data"])
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text)
+        cfg = load(str(tmp_path / name))
+        assert cfg.worker.state_dir == "/var/lib/kdrsdl", name
