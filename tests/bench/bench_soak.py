@@ -12,6 +12,7 @@ OpenCV MOG2 in a process of its own on the same frames, as a peer for memory.
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -101,6 +102,7 @@ def main():
     rc_worker, _, err_worker = stop(worker)
     peer.wait()
     sub.close()
+    shutil.rmtree(tmp, ignore_errors=True)
     read, sent = sent_from_log(err_cap)
     m = {k: metric(s, f"kdrsdl_worker_frames_{k}_total", camera="soak") for k in ("received", "processed", "lost")}
     dropped = {r: metric(s, "kdrsdl_worker_frames_dropped_total", camera="soak", reason=r)
