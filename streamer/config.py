@@ -70,6 +70,8 @@ class ModelConfig(_Strict):
     k_sigma: float = Field(3.0, gt=0)
     min_threshold: float = Field(0.10, ge=0, lt=1)
     open_size: int = Field(3, ge=0, le=51)
+    close_size: int = Field(7, ge=0, le=51)
+    fill_holes: bool = True
     downscale: int = Field(1, ge=1, le=16)
     frame_model: str = "mean"
 

@@ -86,24 +86,26 @@ def test_async_refit_matches_sync_quality():
     assert total.f_measure > 0.85
 
 
-@pytest.mark.xfail(strict=True, reason="measured on frames 470-1700: kdrsdl-stream F 0.793, MOG2 F 0.811 "
-                   "(oracle-threshold ceiling of our background estimate: 0.79)")
-def test_highway_beats_mog2():
+def test_highway_beats_mog2_and_knn():
+    # CDnet highway 320 x 240, frames 470-1700, CDnet scoring, OpenCV defaults with shadows off.
+    # Measured: kdrsdl-stream 0.858, MOG2 0.811, KNN 0.831 (bench_stream.py also reports both with
+    # our post-processing). The margin over KNN is 0.027: the test fails if the model slips below.
     d = need(HIGHWAY)
-    sub = KDRSDLBackgroundSubtractor()
-    mog2 = cv2.createBackgroundSubtractorMOG2(detectShadows=False)
-    ours, theirs = Confusion(0, 0, 0, 0), Confusion(0, 0, 0, 0)
+    subs = {"ours": KDRSDLBackgroundSubtractor(), "mog2": cv2.createBackgroundSubtractorMOG2(detectShadows=False),
+            "knn": cv2.createBackgroundSubtractorKNN(detectShadows=False)}
+    total = {name: Confusion(0, 0, 0, 0) for name in subs}
     first, last = (int(v) for v in (d / "temporalROI.txt").read_text().split())
     for i in range(1, last + 1):
         frame = cv2.imread(str(d / "input" / f"in{i:06d}.jpg"), cv2.IMREAD_GRAYSCALE)
-        mask, mask2 = sub.apply(frame), mog2.apply(frame)
+        masks = {name: sub.apply(frame) for name, sub in subs.items()}
         if i >= first:
             valid, positive = cdnet_labels(cv2.imread(str(d / "groundtruth" / f"gt{i:06d}.png"), cv2.IMREAD_GRAYSCALE))
-            ours = ours + confusion(mask, positive, valid)
-            theirs = theirs + confusion(mask2, positive, valid)
-    print(f"highway F-measure: kdrsdl-stream {ours.f_measure:.4f}, MOG2 {theirs.f_measure:.4f}")
-    assert theirs.f_measure > 0.7  # MOG2 itself works here (measured 0.81)
-    assert ours.f_measure > theirs.f_measure
+            for name, mask in masks.items():
+                total[name] = total[name] + confusion(mask, positive, valid)
+    f = {name: c.f_measure for name, c in total.items()}
+    print(f"highway F-measure: {f}")
+    assert f["mog2"] > 0.7 and f["knn"] > 0.7  # the peers themselves work here
+    assert f["ours"] > f["mog2"] and f["ours"] > f["knn"]
 
 
 @pytest.mark.parametrize("rebalance", [True, False])
