@@ -72,6 +72,7 @@ class ModelConfig(_Strict):
     open_size: int = Field(3, ge=0, le=51)
     close_size: int = Field(7, ge=0, le=51)
     fill_holes: bool = True
+    global_offset: bool = True
     downscale: int = Field(1, ge=1, le=16)
     frame_model: str = "mean"
 
