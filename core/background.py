@@ -25,7 +25,8 @@ MAD_TO_SIGMA = 1.4826
 CHECKPOINT_VERSION = 1
 _STATE_ARRAYS = ("A", "B", "K", "R", "E", "Lam", "Y", "M")
 _STATE_SCALARS = ("mu", "muK", "muK0")
-_COUNTERS = ("win_start", "since_window", "since_refit", "new_in_window", "result_start", "n_frames")
+#: The subtractor's attributes a checkpoint stores as ``counters``, in this order.
+_COUNTERS = ("_win_start", "_since_window", "_since_refit", "_new_in_window", "_result_start", "n_frames")
 
 
 @dataclass
@@ -341,8 +342,7 @@ class KDRSDLBackgroundSubtractor:
             "settings": np.str_(self._settings()),
             "frame_shape": np.asarray(self.shape, dtype=np.int64),
             "window": np.stack(self._window),
-            "counters": np.array([self._win_start, self._since_window, self._since_refit,
-                                  self._new_in_window, self._result_start, self.n_frames], dtype=np.int64),
+            "counters": np.array([getattr(self, name) for name in _COUNTERS], dtype=np.int64),
             "lam": np.float64(self._lam),
         }
         if self._result is not None:
@@ -390,7 +390,7 @@ class KDRSDLBackgroundSubtractor:
         p = self.params
         shape = tuple(int(v) for v in ckpt["frame_shape"])
         window = np.asarray(ckpt["window"], dtype=np.float32)
-        small = _block_mean(np.zeros(shape, np.float32), p.downscale).shape
+        small = tuple(side // p.downscale for side in shape)  # what _block_mean makes of a frame
         if len(shape) != 2 or window.ndim != 3 or window.shape[1:] != small or not 1 <= len(window) <= p.window:
             raise ValueError(f"checkpoint window of shape {window.shape} does not fit frames of {shape}")
         counters = [int(v) for v in ckpt["counters"]]
@@ -412,8 +412,8 @@ class KDRSDLBackgroundSubtractor:
                     raise ValueError(f"checkpoint state {name} has shape {a.shape}, expected {want}")
                 if not np.isfinite(a).all():
                     raise ValueError(f"checkpoint state {name} holds non-finite values")
-            win_start, result_start = counters[0], counters[4]
-            if win_start < result_start or n_slices > p.window:
+            values = dict(zip(_COUNTERS, counters))
+            if values["_win_start"] < values["_result_start"] or n_slices > p.window:
                 raise ValueError("checkpoint state does not belong to its window")
             if not all(np.isfinite(v) and v > 0 for v in (st.mu, st.muK, st.muK0)):
                 raise ValueError("checkpoint penalties mu, muK must be finite and > 0")
@@ -422,8 +422,8 @@ class KDRSDLBackgroundSubtractor:
                                   err_rec=empty, err_split=empty, warm_start=True, state=st)
         self.shape = shape
         self._window = list(window)
-        (self._win_start, self._since_window, self._since_refit, self._new_in_window,
-         self._result_start, self.n_frames) = counters
+        for name, value in zip(_COUNTERS, counters):
+            setattr(self, name, value)
         self._lam = lam
         if result is not None:
             self._result = result

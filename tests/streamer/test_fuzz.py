@@ -174,7 +174,7 @@ def test_random_config_files_load_or_give_a_config_error(tmp_path_factory, entri
     cfg.model.params().validate()  # what the worker builds from it must be valid too
 
 
-def test_a_config_that_loads_starts_the_worker_and_one_that_does_not_exits_78(tmp_path):
+def test_non_finite_config_values_exit_78_through_the_cli(tmp_path):
     # the end of the same path, through the real CLI: non-finite numbers are configuration errors
     for text in ("[model]\nlam = inf\n", "[model]\nalpha = nan\n", "[worker]\ncheckpoint_interval_s = inf\n"):
         path = tmp_path / "c.toml"
