@@ -7,7 +7,6 @@ can swap it in. Causal: a frame's mask uses that frame and earlier ones only.
 
 import json
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -15,7 +14,7 @@ import numpy as np
 import scipy.ndimage
 
 from core.frame_fit import fit_cores
-from core.kdrsdl import ConvergenceWarning, KDRSDLResult, kdrsdl
+from core.kdrsdl import KDRSDLResult, kdrsdl
 from core.products import sandwich
 from core.state import KDRSDLState, slide_state
 
@@ -573,16 +572,17 @@ class KDRSDLBackgroundSubtractor:
         try:
             r = min(p.rank, *X.shape[1:])
             # Overflow is caught below by the finiteness checks and turned into a counted
-            # reset to a cold start, so NumPy's floating-point warnings are not needed here.
-            with warnings.catch_warnings(), np.errstate(all="ignore"):
-                warnings.simplefilter("ignore", ConvergenceWarning)
+            # reset to a cold start, so NumPy's floating-point warnings are not needed here
+            # (np.errstate is per thread and context). A refit stops at refit_max_iter by
+            # design: no ConvergenceWarning (warnings filters are process-wide, not per thread).
+            with np.errstate(all="ignore"):
                 if init is None:
                     res = kdrsdl(X, r, lam=self._lam, alpha=p.alpha, mean=True, tol=p.refit_tol,
-                                 max_iter=3 * p.refit_max_iter)
+                                 max_iter=3 * p.refit_max_iter, warn=False)
                 else:
                     res = kdrsdl(X, r, lam=self._lam, alpha=p.alpha, mean=True, tol=p.refit_tol,
                                  max_iter=p.refit_max_iter, init=init, backoff=p.refit_backoff,
-                                 rebalance=p.rebalance)
+                                 rebalance=p.rebalance, warn=False)
             if not all(np.isfinite(a).all() for a in (res.A, res.B, res.M, res.R)):
                 raise FloatingPointError("window refit produced non-finite values")
             return "ok", (res, init is not None), start, time.perf_counter() - t0

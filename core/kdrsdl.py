@@ -9,10 +9,11 @@ import numpy as np
 import scipy.linalg
 
 from core.frame_fit import fit_cores
-from core.products import left_multiply, right_multiply, sandwich, slice_norms
+from core.blocks import row_blocks
+from core.products import fold, project_unfolded, sandwich, sandwich_unfolded, slice_norms_unfolded, unfold
 from core.prox import shrink
 from core.state import KDRSDLState
-from core.stein import stein_solve
+from core.stein import stein_solve_unfolded
 
 #: eta of the paper's mu initialisation (Section 4, after Lin et al. 2013).
 ETA = 1.25
@@ -117,7 +118,11 @@ def _positive(name, value):
 
 
 def _cold_init(X, r, mean, align_signs):
-    """Paper Section 4 initialisation: per-slice thin SVD, averaged singular vectors."""
+    """Paper Section 4 initialisation: per-slice thin SVD, averaged singular vectors.
+
+    ``X`` is (N, m, n); the cores and pixel stacks come back unfolded,
+    (r, N, r) and (m, N, n) (:mod:`core.products`).
+    """
     N, m, n = X.shape
     U, s, Vt = np.linalg.svd(X, full_matrices=False)
     U = U[:, :, :r]
@@ -131,15 +136,15 @@ def _cold_init(X, r, mean, align_signs):
         V = V * sgn[:, None, :]
     A = np.ascontiguousarray(U.mean(axis=0))
     B = np.ascontiguousarray(V.mean(axis=0))
-    K = np.zeros((N, r, r), dtype=X.dtype)
+    K = np.zeros((r, N, r), dtype=X.dtype)
     idx = np.arange(r)
-    K[:, idx, idx] = s[:, :r]
+    K[idx, :, idx] = s[:, :r].T
     R = K.copy()
-    zeros = np.zeros_like(X)
     M = np.zeros((m, n), dtype=X.dtype) if mean else None
-    norm_R = slice_norms(R).sum()
+    norm_R = slice_norms_unfolded(R, np.float64).sum()
     muK0 = float(ETA * N / norm_R) if norm_R > 0 else ETA
-    return A, B, K, R, zeros, np.zeros_like(X), np.zeros_like(K), M, muK0
+    E = np.zeros((m, N, n), dtype=X.dtype)
+    return A, B, K, R, E, np.zeros_like(E), np.zeros_like(K), M, muK0
 
 
 def _balance(A, R, B, alpha):
@@ -180,19 +185,17 @@ def _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance):
         M = np.array(init.M, dtype=dt) if init.M is not None else np.zeros((m, n), dtype=dt)
     else:
         M = None
-    K = np.empty((N, r, r), dtype=dt)
+    K = np.empty((r, N, r), dtype=dt)  # unfolded, as the solver's loop keeps them
     scale_A, scale_B, scale_R = _balance(A, init.R, B, alpha) if rebalance else (1.0, 1.0, 1.0)
     A *= scale_A
     B *= scale_B
-    E = np.zeros_like(X)
-    Lam = np.zeros_like(X)
-    Y = np.zeros((N, r, r), dtype=dt)
-    K[:N_old] = init.K * scale_R
-    E[:N_old] = init.E
-    Lam[:N_old] = init.Lam
-    Y[:N_old] = init.Y * scale_R
+    E = np.zeros((m, N, n), dtype=dt)
+    Lam = np.zeros_like(E)
+    Y = np.zeros_like(K)
     R = np.empty_like(K)
-    R[:N_old] = init.R * scale_R
+    for U, old, scale in ((K, init.K, scale_R), (E, init.E, 1.0), (Lam, init.Lam, 1.0),
+                          (Y, init.Y, scale_R), (R, init.R, scale_R)):
+        np.multiply(old.transpose(1, 0, 2), scale, out=U[:, :N_old])
     # Back mu off from its final (possibly capped) value so that the E threshold
     # lam/mu is not ~0 (which freezes the background), and scale muK by the same factor
     # so that mu/muK is unchanged (ALGORITHM.md, "Warm start").
@@ -206,7 +209,8 @@ def _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance):
         Xnew = X[N_old:] - M if mean else X[N_old:]
         fit = fit_cores(A, B, np.ascontiguousarray(Xnew), lam=lam, alpha=alpha, mu_end=mu,
                         mu_ratio=mu / muK, rho=rho)
-        K[N_old:], R[N_old:], E[N_old:], Lam[N_old:], Y[N_old:] = fit.K, fit.R, fit.E, fit.Lam, fit.Y
+        for U, new in ((K, fit.K), (R, fit.R), (E, fit.E), (Lam, fit.Lam), (Y, fit.Y)):
+            U[:, N_old:] = new.transpose(1, 0, 2)
     return A, B, K, R, E, Lam, Y, M, init.muK0, mu, muK
 
 
@@ -224,6 +228,7 @@ def kdrsdl(
     backoff=None,
     rebalance=False,
     align_signs=True,
+    warn=True,
 ):
     """Robust Kronecker-decomposable component analysis (KDRSDL), Algorithm 1.
 
@@ -290,6 +295,10 @@ def kdrsdl(
         averaging them in the cold initialisation. A documented deviation from the
         paper (whose plain average can cancel opposite signs); False reproduces
         the paper exactly.
+    warn : bool
+        Emit a :class:`ConvergenceWarning` when ``max_iter`` is reached. False
+        for callers that read ``result.converged`` instead, such as a refit in a
+        thread, where ``warnings.catch_warnings`` is not thread-safe.
 
     Returns
     -------
@@ -309,7 +318,7 @@ def kdrsdl(
     Warns
     -----
     ConvergenceWarning
-        If ``max_iter`` iterations ran without meeting ``tol``.
+        If ``max_iter`` iterations ran without meeting ``tol`` (and ``warn``).
 
     Notes
     -----
@@ -340,7 +349,8 @@ def kdrsdl(
     if not (np.isfinite(backoff) and backoff >= 0):
         raise ValueError(f"backoff must be a finite number >= 0, got {backoff!r}")
 
-    X_norms = slice_norms(X)
+    X1 = unfold(X)                   # (m, N, n): the loop's layout (core.products)
+    X_norms = slice_norms_unfolded(X1, np.float64)
     X_norms_safe = np.where(X_norms > 0, X_norms, 1.0)
     total = X_norms.sum()
     mu0 = float(ETA * N / total) if total > 0 else ETA
@@ -352,65 +362,103 @@ def kdrsdl(
     else:
         A, B, K, R, E, Lam, Y, M, muK0, mu, muK = _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance)
     muK_max = MU_CAP * muK0
-    X_mean = X.mean(axis=0) if mean else None
+    X_mean = X1.mean(axis=1) if mean else None
 
+    # Unfolded throughout: pixel stacks (m, N, n), cores (r, N, r); every product
+    # below is one GEMM on a reshape, with no transposed copies. The element-wise
+    # steps run over row blocks that stay in cache (core.blocks).
     eye = np.eye(r)
-    LK = sandwich(A, K, B)           # A K_i B^T, kept up to date across iterations
-    Xt = np.empty_like(X)            # X - E - M
-    S = np.empty_like(X)             # mu Xt + Lambda
-    W = np.empty_like(X)             # scratch
+    LK = sandwich_unfolded(A, K, B)  # A K_i B^T
+    S = np.empty_like(X1)            # mu Xt + Lambda, Xt = X - E - M
+    W = np.empty_like(X1)            # A R_i B^T, then scratch
+    S2 = S.reshape(m * N, n)
+    blocks = row_blocks(m, N * n * X1.itemsize)
     err_rec, err_split = [], []
     converged = False
 
-    for _ in range(max_iter):
+    def e_step(rows):
+        """Steps 1-2 on rows ``rows``: E, the robust mean M, and S = mu Xt + Lambda.
+
+        With ``Z = X - M - A K B^T + Lambda/mu`` and ``E = Z - clip(Z, lam/mu)``
+        (:func:`core.prox.shrink`), ``Xt = X - E - M'`` simplifies to
+        ``A K B^T + clip(Z) - Lambda/mu + (M - M')``, so that
+        ``S = mu Xt + Lambda = mu (A K B^T + clip(Z) + M - M')``: three passes fewer
+        than forming Xt, and exactly the same quantity.
+        """
+        e, s, w, lk = E[rows], S[rows], W[rows], LK[rows]
         # 1. E = shrink(X - M - A K B^T + Lambda/mu, lam/mu)
-        np.multiply(Lam, 1.0 / mu, out=E)
-        E += X
-        E -= LK
+        np.multiply(Lam[rows], 1.0 / mu, out=e)
+        e += X1[rows]
+        e -= lk
         if mean:
-            E -= M
-        shrink(E, lam / mu, out=E, work=W)
-        # robust mean, then 2. Xt = X - E - M
-        np.subtract(X, E, out=Xt)
+            e -= M[rows, None, :]
+        tau = float(lam / mu)
+        np.clip(e, -tau, tau, out=w)
+        e -= w
+        # robust mean M' = mean_i (X_i - E_i), then 2. S = mu Xt + Lambda as above
+        np.add(lk, w, out=s)
         if mean:
-            M = X_mean - E.mean(axis=0)
-            Xt -= M
-        np.multiply(Xt, mu, out=S)
-        S += Lam
+            M_new = X_mean[rows] - e.mean(axis=1)
+            s += (M[rows] - M_new)[:, None, :]
+            M[rows] = M_new
+        s *= mu
+
+    def dual_step(rows):
+        """Stopping criterion's residual and step 7's Lambda on rows ``rows``.
+
+        Needs ``W = A R_i B^T`` and ``LK = A K_i B^T`` of the new variables. Returns
+        the per-slice partial sums of ``|mu (Xt - A R_i B^T)|^2`` over these rows,
+        with ``mu Xt = S - Lambda`` (Lambda before its update).
+        """
+        w, s, lm = W[rows], S[rows], Lam[rows]
+        w *= -mu
+        w += s
+        w -= lm
+        partial = np.einsum("ain,ain->i", w, w).astype(np.float64)
+        # Lambda += mu (Xt - A K B^T), i.e. Lambda = S - mu A K B^T
+        np.multiply(LK[rows], mu, out=lm)
+        np.subtract(s, lm, out=lm)
+        return partial
+
+    for _ in range(max_iter):
+        for rows in blocks:
+            e_step(rows)
         # 3. A = (sum_i S_i B K_i^T) / (I + mu sum_i K_i B^T B K_i^T): right division by a
         #    symmetric matrix >= I, through its eigendecomposition, never an explicit inverse
-        SB = right_multiply(S, B)
-        num = SB.transpose(1, 0, 2).reshape(m, N * r) @ K.transpose(0, 2, 1).reshape(N * r, r)
-        K64 = K.astype(np.float64)  # Gram sums in float64 (see _right_divide_spd)
-        if not np.isfinite(K64).all():
+        K2 = K.reshape(r, N * r)                 # [p, (i, q)] = K_i[p, q]
+        SB = S2 @ B                              # (m, N, r): S_i B
+        num = SB.reshape(m, N * r) @ K2.T
+        if not np.isfinite(K2).all():
             raise FloatingPointError("KDRSDL diverged: non-finite cores")
-        G = eye + mu * np.tensordot(right_multiply(K64, (B.T @ B).astype(np.float64)), K64, axes=([0, 2], [0, 2]))
+        KBtB = K2.reshape(r * N, r) @ (B.T @ B)  # (r, N, r): K_i B^T B
+        G = eye + mu * (KBtB.reshape(r, N * r) @ K2.T).astype(np.float64)
         A = _right_divide_spd(num, G, dt)
         # 4. B = (sum_i S_i^T A K_i) / (I + mu sum_i K_i^T A^T A K_i), with the new A
-        AK = left_multiply(A, K)
-        num = S.reshape(N * m, n).T @ AK.reshape(N * m, r)
+        AK = A @ K2                              # (m, N, r): A K_i
+        num = S2.T @ AK.reshape(m * N, r)
         AtA = A.T @ A
-        G = eye + mu * np.tensordot(K64, left_multiply(AtA.astype(np.float64), K64), axes=([0, 1], [0, 1]))
+        AtAK = AtA @ K2                          # (r, N, r): A^T A K_i
+        G = eye + mu * (K2.reshape(r * N, r).T @ AtAK.reshape(r * N, r)).astype(np.float64)
         B = _right_divide_spd(num, G, dt)
         # 5. Stein: muK K_i + mu AtA K_i BtB = A^T S_i B + muK R_i + Y_i
-        C = left_multiply(A.T, right_multiply(S, B))
+        C = project_unfolded(A, S, B)
         C += muK * R
         C += Y
-        K = stein_solve(AtA, B.T @ B, C, mu, muK)
+        K = stein_solve_unfolded(AtA, B.T @ B, C, mu, muK)
         # 6. R = shrink(K - Y/muK, alpha/muK)
-        R = shrink(K - Y / muK, alpha / muK)
-        # stopping criterion on the new variables
-        sandwich(A, R, B, out=W)
-        np.subtract(Xt, W, out=W)
-        err_rec.append(float(np.max(slice_norms(W) / X_norms_safe)))
-        R_norms = slice_norms(R)
-        err_split.append(float(np.max(slice_norms(R - K) / np.where(R_norms > 0, R_norms, 1.0))))
-        # 7. duals: Lambda += mu (Xt - A K B^T); Y += muK (R - K)
-        #    (S = mu Xt + Lambda, so the new Lambda is S - mu A K B^T: two passes)
-        sandwich(A, K, B, out=LK)
-        np.multiply(LK, mu, out=Lam)
-        np.subtract(S, Lam, out=Lam)
-        Y += muK * (R - K)
+        RmK = K - Y / muK
+        R = shrink(RmK, alpha / muK)
+        np.subtract(R, K, out=RmK)
+        # stopping criterion on the new variables, and 7. the duals:
+        # Lambda += mu (Xt - A K B^T); Y += muK (R - K)
+        sandwich_unfolded(A, R, B, out=W)
+        sandwich_unfolded(A, K, B, out=LK)
+        rec = np.sqrt(np.sum([dual_step(rows) for rows in blocks], axis=0)) / mu
+        err_rec.append(float(np.max(rec / X_norms_safe)))
+        R_norms = slice_norms_unfolded(R)
+        err_split.append(float(np.max(slice_norms_unfolded(RmK) / np.where(R_norms > 0, R_norms, 1.0))))
+        RmK *= muK
+        Y += RmK
         # 8. penalties, capped (paper Section 4)
         mu = min(mu_max, rho * mu)
         muK = min(muK_max, rho * muK)
@@ -421,13 +469,15 @@ def kdrsdl(
             break
 
     n_iter = len(err_rec)
-    if not converged:
+    if warn and not converged:
         warnings.warn(
             f"KDRSDL did not converge in {max_iter} iterations: criterion "
             f"max(err_rec, err_split) = {max(err_rec[-1], err_split[-1]):.3g} > tol = {tol:.3g}",
             ConvergenceWarning,
             stacklevel=2,
         )
+    # Public shapes are (N, m, n) and (N, r, r): views of the unfolded arrays.
+    K, R, E, Lam, Y = (fold(U) for U in (K, R, E, Lam, Y))
     state = KDRSDLState(A=A, B=B, K=K, R=R, E=E, Lam=Lam, Y=Y, M=M, mu=mu, muK=muK, muK0=muK0)
     return KDRSDLResult(
         A=A,

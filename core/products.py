@@ -81,3 +81,115 @@ def slice_norms(T):
     """
     T2 = T.reshape(T.shape[0], -1)
     return np.sqrt(np.einsum("ij,ij->i", T2, T2, dtype=np.float64))
+
+
+# --- The window solver's layout -------------------------------------------------
+#
+# Algorithm 1 multiplies stacks by A on the left and by B on the right. With the
+# frames stacked as (N, m, n) one of the two sides always needs a transposed copy
+# of the stack. Stored *unfolded*, as (m, N, n) for pixel stacks and (r, N, r) for
+# cores (slice i is ``T[:, i, :]``), every product below is a plain 2-D GEMM on a
+# reshape (no copy): a left product multiplies the (p, N*q) matrix, a right
+# product the (p*N, q) matrix, and both give the unfolded layout back.
+
+
+def unfold(T):
+    """Stack ``(N, p, q)`` to the unfolded layout ``(p, N, q)``, C-contiguous.
+
+    Parameters
+    ----------
+    T : ndarray, shape (N, p, q)
+
+    Returns
+    -------
+    ndarray, shape (p, N, q)
+        A copy, or ``T``'s own memory when it already is in that layout (a
+        :func:`fold` view of an unfolded array).
+    """
+    return np.ascontiguousarray(T.transpose(1, 0, 2))
+
+
+def fold(U):
+    """Unfolded ``(p, N, q)`` back to a stack ``(N, p, q)``: a view, no copy.
+
+    Parameters
+    ----------
+    U : ndarray, shape (p, N, q)
+
+    Returns
+    -------
+    ndarray, shape (N, p, q), not C-contiguous when N > 1 and p > 1
+    """
+    return U.transpose(1, 0, 2)
+
+
+def sandwich_unfolded(A, K, B, out=None):
+    """``A K_i B^T`` for every slice, unfolded in and out: two GEMMs, no copies.
+
+    Multiplies in the cheaper order: ``(A K_i) B^T`` when m <= n (m r (r + n)
+    flops per slice), ``A (K_i B^T)`` otherwise.
+
+    Parameters
+    ----------
+    A : ndarray, shape (m, r)
+    K : ndarray, shape (r, N, r), C-contiguous (unfolded cores)
+    B : ndarray, shape (n, r)
+    out : ndarray, shape (m, N, n), C-contiguous, optional
+
+    Returns
+    -------
+    ndarray, shape (m, N, n)
+    """
+    r, N, _ = K.shape
+    m, n = A.shape[0], B.shape[0]
+    if out is None:
+        out = np.empty((m, N, n), dtype=np.result_type(A, K, B))
+    if m <= n:
+        AK = A @ K.reshape(r, N * r)                         # (m, N, r)
+        np.matmul(AK.reshape(m * N, r), B.T, out=out.reshape(m * N, n))
+    else:
+        KBt = K.reshape(r * N, r) @ B.T                       # (r, N, n)
+        np.matmul(A, KBt.reshape(r, N * n), out=out.reshape(m, N * n))
+    return out
+
+
+def project_unfolded(A, S, B):
+    """``A^T S_i B`` for every slice, unfolded in and out: two GEMMs, no copies.
+
+    Multiplies in the cheaper order: ``A^T (S_i B)`` when m <= n, ``(A^T S_i) B``
+    otherwise.
+
+    Parameters
+    ----------
+    A : ndarray, shape (m, r)
+    S : ndarray, shape (m, N, n), C-contiguous (unfolded frames)
+    B : ndarray, shape (n, r)
+
+    Returns
+    -------
+    ndarray, shape (r, N, r), C-contiguous
+    """
+    m, N, n = S.shape
+    r = A.shape[1]
+    if m <= n:
+        SB = S.reshape(m * N, n) @ B                          # (m, N, r)
+        return (A.T @ SB.reshape(m, N * r)).reshape(r, N, r)
+    AtS = A.T @ S.reshape(m, N * n)                           # (r, N, n)
+    return (AtS.reshape(r * N, n) @ B).reshape(r, N, r)
+
+
+def slice_norms_unfolded(U, dtype=None):
+    """Frobenius norm of every slice of an unfolded stack.
+
+    Parameters
+    ----------
+    U : ndarray, shape (p, N, q)
+    dtype : dtype, optional
+        Accumulation type; default ``U``'s (float32 sums of squares are accurate
+        to ~1e-6 relative here, ample for a stopping criterion).
+
+    Returns
+    -------
+    ndarray, shape (N,), float64
+    """
+    return np.sqrt(np.einsum("piq,piq->i", U, U, dtype=dtype).astype(np.float64))

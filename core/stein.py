@@ -10,7 +10,7 @@ with the same symmetric positive semi-definite A^T A and B^T B for all slices.
 import numpy as np
 import scipy.linalg
 
-from core.products import left_multiply, right_multiply
+from core.products import fold, unfold
 
 
 def stein_solve(AtA, BtB, C, mu, muK):
@@ -44,6 +44,32 @@ def stein_solve(AtA, BtB, C, mu, muK):
     ValueError
         If ``muK <= 0`` (the equation may then be singular).
     """
+    return fold(stein_solve_unfolded(AtA, BtB, unfold(C), mu, muK))
+
+
+def stein_solve_unfolded(AtA, BtB, C, mu, muK):
+    """:func:`stein_solve` on unfolded cores, the window solver's layout.
+
+    Four GEMMs on reshapes of the (r, N*r) / (r*N, r) matrices, no copies
+    (:mod:`core.products`).
+
+    Parameters
+    ----------
+    AtA, BtB : ndarray, shape (r, r), float32 or float64
+    C : ndarray, shape (r, N, r), C-contiguous
+        Right-hand sides, slice i is ``C[:, i, :]``.
+    mu, muK : float
+        As in :func:`stein_solve`.
+
+    Returns
+    -------
+    K : ndarray, shape (r, N, r), C-contiguous, dtype of ``C``
+
+    Raises
+    ------
+    ValueError
+        If ``muK <= 0``.
+    """
     if not muK > 0:
         raise ValueError(f"muK must be > 0, got {muK}")
     a, P = scipy.linalg.eigh(AtA)
@@ -51,10 +77,13 @@ def stein_solve(AtA, BtB, C, mu, muK):
     # Rounding can make the smallest eigenvalues slightly negative; they are >= 0.
     np.maximum(a, 0, out=a)
     np.maximum(b, 0, out=b)
-    denom = muK + mu * np.outer(a, b)
-    T = right_multiply(left_multiply(P.T, C), Q)
-    T /= denom
-    return right_multiply(left_multiply(P, T), Q.T).astype(C.dtype, copy=False)
+    dt = C.dtype
+    P, Q = P.astype(dt, copy=False), Q.astype(dt, copy=False)
+    r, N, _ = C.shape
+    denom = (muK + mu * np.outer(a, b)).astype(dt)
+    T = ((P.T @ C.reshape(r, N * r)).reshape(r * N, r) @ Q).reshape(r, N, r)   # P^T C_i Q
+    T /= denom[:, None, :]
+    return ((P @ T.reshape(r, N * r)).reshape(r * N, r) @ Q.T).reshape(r, N, r)
 
 
 def stein_solve_direct(AtA, BtB, C, mu, muK):
