@@ -322,9 +322,16 @@ def kdrsdl(
 
     Notes
     -----
-    Per iteration O(N m n r) flops, as six products of the (N*m, n) stack with an
-    (n, r) matrix (single GEMMs, :mod:`core.products`), plus O(N m n) element-wise
-    passes done in place in preallocated buffers.
+    Per iteration O(N m n r) flops. Inside the loop the frames are stored unfolded,
+    (m, N, n), and the cores as (r, N, r), so that every product (five of the size
+    of ``S_i B``, five of ``A K_i``, eight of ``K_i B^T B``) is a single GEMM on a
+    reshape, with no transposed copies (:mod:`core.products`). The O(N m n)
+    element-wise steps run in place in preallocated buffers, block by block over
+    rows so that each chain of passes stays in cache (:mod:`core.blocks`); S is
+    formed without Xt (see ``e_step``), and the residual of the stopping
+    criterion as ``S - Lambda - mu A R B^T``. Results are returned as (N, ...)
+    views of the unfolded arrays: ``E``, ``R`` and the state's stacks are not
+    C-contiguous.
     """
     X = _validate_X(X)
     N, m, n = X.shape

@@ -50,45 +50,71 @@ def _timed(f):
     return time.perf_counter() - t0
 
 
+def iteration_flops(N, m, n, r):
+    """Flops of the products of one iteration of core.kdrsdl (m <= n orders).
+
+    Five (N m, n) x (n, r)-sized products (S B, S^T A K, A^T S B, A R B^T, A K B^T),
+    five (m, r) x (r, N r)-sized ones, eight (r, r) x (r, N r)-sized ones (Gram sums
+    and Stein). Element-wise passes are not counted: they are memory-bound.
+    """
+    return 2 * N * r * (5 * m * n + 5 * m * r + 8 * r * r)
+
+
+def per_iteration(X, r, reps=5, iters=10):
+    """Seconds per iteration, the iterations alone: restarts from a state (no SVD
+    initialisation, back-off 0) with an unreachable tol, best of ``reps``."""
+    state = kdrsdl(X, r, mean=True, tol=1e-30, max_iter=3).state
+    return min(_timed(lambda: kdrsdl(X, r, mean=True, tol=1e-30, max_iter=iters, init=state))
+               for _ in range(reps)) / iters
+
+
+def converge(X, r, reps=2):
+    """(seconds, iterations, converged) of a cold solve to tol 1e-5, best of ``reps``."""
+    best = None
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        res = kdrsdl(X, r, mean=True, tol=1e-5, max_iter=500)
+        row = (time.perf_counter() - t0, res.n_iter, res.converged)
+        best = row if best is None or row[0] < best[0] else best
+    return best
+
+
+def rpca(X, reps=2):
+    best = None
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        res = rpca_ialm(X, tol=1e-5)
+        row = (time.perf_counter() - t0, res.n_iter, res.converged)
+        best = row if best is None or row[0] < best[0] else best
+    return best
+
+
+def report(name, X, r, peak):
+    N, m, n = X.shape
+    print(f"\n{name}: {X.shape}, r = {r}, mean mode, tol 1e-5 (best of 2 runs)")
+    flops = iteration_flops(N, m, n, r)
+    for dt in (np.float64, np.float32):
+        Xd = X.astype(dt)
+        t, it, conv = converge(Xd, r)
+        t_rp, it_rp, conv_rp = rpca(Xd)
+        t_it = per_iteration(Xd, r)
+        gflops = flops / t_it / 1e9
+        label = np.dtype(dt).name
+        print(f"  KDRSDL {label}: {t:6.2f} s to converge, {it:3d} iter (converged={conv}), "
+              f"{1000 * t_it:6.1f} ms/iter = {gflops:5.1f} GFLOP/s = {100 * gflops / peak:4.1f}% of the "
+              f"float32 GEMM peak")
+        print(f"  RPCA   {label}: {t_rp:6.2f} s to converge, {it_rp:3d} iter (converged={conv_rp}), "
+              f"{1000 * t_rp / it_rp:6.1f} ms/iter;  RPCA / KDRSDL time = {t_rp / t:4.1f}x")
+
+
 def main():
     warnings.simplefilter("ignore")
     peak = gemm_peak()
     print(f"numpy float32 GEMM peak (2048^3): {peak:.1f} GFLOP/s")
     X, name = highway_frames()
-    print(f"\nHighway setting: {X.shape} from {name}, r = min(m, n), mean mode, tol 1e-5")
-    rows = []
-    for dt in (np.float64, np.float32):
-        Xd = X.astype(dt)
-        t0 = time.perf_counter()
-        res = kdrsdl(Xd, mean=True, tol=1e-5, max_iter=500)
-        t = time.perf_counter() - t0
-        rows.append((f"KDRSDL {np.dtype(dt).name}", t, res.n_iter, res.converged))
-    t0 = time.perf_counter()
-    rp = rpca_ialm(X, tol=1e-5)
-    t_rpca = time.perf_counter() - t0
-    rows.append(("RPCA inexact ALM float64", t_rpca, rp.n_iter, rp.converged))
-    for label, t, it, conv in rows:
-        print(f"  {label:26s} {t:8.2f} s  {it:4d} iter  {1000 * t / it:8.2f} ms/iter  converged={conv}  "
-              f"RPCA/this = {t_rpca / t:5.1f}x")
-
-    N, m, n, r = 300, 144, 176, 30
-    scene = SyntheticScene(m, n, seed=1)
-    Xl = np.stack([scene.frame(t) for t in range(N)])
-    print(f"\nLarger setting: {Xl.shape}, r = {r}, mean mode")
-    for dt in (np.float32, np.float64):
-        Xd = Xl.astype(dt)
-        iters = 20
-        t0 = time.perf_counter()
-        res = kdrsdl(Xd, r, mean=True, tol=1e-30, max_iter=iters)
-        t_total = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        kdrsdl(Xd, r, mean=True, tol=1e-30, max_iter=1)
-        t_init = time.perf_counter() - t0
-        per_iter = (t_total - t_init) / (iters - 1)
-        flops = 6 * 2 * N * m * n * r  # six (N m, n) x (n, r)-sized products per iteration
-        gflops = flops / per_iter / 1e9
-        print(f"  {np.dtype(dt).name}: {1000 * per_iter:7.1f} ms/iter, {gflops:6.1f} GFLOP/s in the O(Nmnr) "
-              f"products = {100 * gflops / peak:4.1f}% of the float32 GEMM peak (init {t_init:.2f} s)")
+    report(f"Highway setting, {name}", X, min(X.shape[1:]), peak)
+    scene = SyntheticScene(144, 176, seed=1)
+    report("Larger setting, synthetic scene", np.stack([scene.frame(t) for t in range(300)]), 30, peak)
 
 
 if __name__ == "__main__":
