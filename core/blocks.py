@@ -9,9 +9,11 @@ robust mean) stay inside a block.
 """
 
 #: Target size of one block of one array, bytes. Measured on the benchmark's
-#: settings (tests/bench/bench_solver.py, 2-core EPYC, 1 MiB L2 per core): 32 KiB to
-#: 512 KiB are within noise of each other and 5-20% faster than whole-array passes.
-BLOCK_BYTES = 1 << 17
+#: settings (tests/bench/bench_solver.py, 2-core EPYC, 1 MiB L2 per core), ms per
+#: float32 iteration for 256 KiB / 1 MiB / 4 MiB / whole arrays: 48x64 Highway
+#: 17.1 / 16.5 / 16.7 / 16.5, 300 x 144 x 176 45.4 / 43.9 / 44.2 / 49.6. Threads for
+#: the blocks did not help there (memory-bound; measured slower).
+BLOCK_BYTES = 1 << 20
 
 
 def row_blocks(m, row_bytes):

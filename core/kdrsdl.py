@@ -10,7 +10,7 @@ import scipy.linalg
 
 from core.frame_fit import fit_cores
 from core.blocks import row_blocks
-from core.products import fold, project_unfolded, sandwich, sandwich_unfolded, slice_norms_unfolded, unfold
+from core.products import fold, sandwich, sandwich_unfolded, slice_norms_unfolded, unfold
 from core.prox import shrink
 from core.state import KDRSDLState
 from core.stein import stein_solve_unfolded
@@ -323,9 +323,11 @@ def kdrsdl(
     Notes
     -----
     Per iteration O(N m n r) flops. Inside the loop the frames are stored unfolded,
-    (m, N, n), and the cores as (r, N, r), so that every product (five of the size
-    of ``S_i B``, five of ``A K_i``, eight of ``K_i B^T B``) is a single GEMM on a
-    reshape, with no transposed copies (:mod:`core.products`). The O(N m n)
+    (m, N, n), and the cores as (r, N, r), so that every product (four of the size
+    of ``S_i B``: ``S_i B``, ``A^T S_i`` (shared by the B and Stein steps),
+    ``A R_i B^T``, ``A K_i B^T``; five of the size of ``A K_i``; eight of
+    ``K_i B^T B``) is a single GEMM on a reshape, with no transposed copies
+    (:mod:`core.products`). The O(N m n)
     element-wise steps run in place in preallocated buffers, block by block over
     rows so that each chain of passes stays in cache (:mod:`core.blocks`); S is
     formed without Xt (see ``e_step``), and the residual of the stopping
@@ -440,15 +442,16 @@ def kdrsdl(
         KBtB = K2.reshape(r * N, r) @ (B.T @ B)  # (r, N, r): K_i B^T B
         G = eye + mu * (KBtB.reshape(r, N * r) @ K2.T).astype(np.float64)
         A = _right_divide_spd(num, G, dt)
-        # 4. B = (sum_i S_i^T A K_i) / (I + mu sum_i K_i^T A^T A K_i), with the new A
-        AK = A @ K2                              # (m, N, r): A K_i
-        num = S2.T @ AK.reshape(m * N, r)
+        # 4. B = (sum_i S_i^T A K_i) / (I + mu sum_i K_i^T A^T A K_i), with the new A.
+        #    A^T S_i serves this numerator and the Stein step's A^T S_i B: one pass over S.
+        AtS = (A.T @ S.reshape(m, N * n)).reshape(r * N, n)   # (r, N, n): A^T S_i
+        num = AtS.T @ K2.reshape(r * N, r)
         AtA = A.T @ A
         AtAK = AtA @ K2                          # (r, N, r): A^T A K_i
         G = eye + mu * (K2.reshape(r * N, r).T @ AtAK.reshape(r * N, r)).astype(np.float64)
         B = _right_divide_spd(num, G, dt)
         # 5. Stein: muK K_i + mu AtA K_i BtB = A^T S_i B + muK R_i + Y_i
-        C = project_unfolded(A, S, B)
+        C = (AtS @ B).reshape(r, N, r)
         C += muK * R
         C += Y
         K = stein_solve_unfolded(AtA, B.T @ B, C, mu, muK)
@@ -458,12 +461,12 @@ def kdrsdl(
         np.subtract(R, K, out=RmK)
         # stopping criterion on the new variables, and 7. the duals:
         # Lambda += mu (Xt - A K B^T); Y += muK (R - K)
+        R_norms = slice_norms_unfolded(R)
+        err_split.append(float(np.max(slice_norms_unfolded(RmK) / np.where(R_norms > 0, R_norms, 1.0))))
         sandwich_unfolded(A, R, B, out=W)
         sandwich_unfolded(A, K, B, out=LK)
         rec = np.sqrt(np.sum([dual_step(rows) for rows in blocks], axis=0)) / mu
         err_rec.append(float(np.max(rec / X_norms_safe)))
-        R_norms = slice_norms_unfolded(R)
-        err_split.append(float(np.max(slice_norms_unfolded(RmK) / np.where(R_norms > 0, R_norms, 1.0))))
         RmK *= muK
         Y += RmK
         # 8. penalties, capped (paper Section 4)

@@ -143,6 +143,13 @@ def sandwich_unfolded(A, K, B, out=None):
     Returns
     -------
     ndarray, shape (m, N, n)
+        ``out`` when given.
+
+    Notes
+    -----
+    NumPy's matmul, not :mod:`scipy.linalg.blas`: SciPy wheels bundle their own
+    OpenBLAS, whose idle threads then spin next to NumPy's. Measured here: one
+    SciPy gemm per iteration made the whole solver 2x slower on 2 cores.
     """
     r, N, _ = K.shape
     m, n = A.shape[0], B.shape[0]
@@ -155,31 +162,6 @@ def sandwich_unfolded(A, K, B, out=None):
         KBt = K.reshape(r * N, r) @ B.T                       # (r, N, n)
         np.matmul(A, KBt.reshape(r, N * n), out=out.reshape(m, N * n))
     return out
-
-
-def project_unfolded(A, S, B):
-    """``A^T S_i B`` for every slice, unfolded in and out: two GEMMs, no copies.
-
-    Multiplies in the cheaper order: ``A^T (S_i B)`` when m <= n, ``(A^T S_i) B``
-    otherwise.
-
-    Parameters
-    ----------
-    A : ndarray, shape (m, r)
-    S : ndarray, shape (m, N, n), C-contiguous (unfolded frames)
-    B : ndarray, shape (n, r)
-
-    Returns
-    -------
-    ndarray, shape (r, N, r), C-contiguous
-    """
-    m, N, n = S.shape
-    r = A.shape[1]
-    if m <= n:
-        SB = S.reshape(m * N, n) @ B                          # (m, N, r)
-        return (A.T @ SB.reshape(m, N * r)).reshape(r, N, r)
-    AtS = A.T @ S.reshape(m, N * n)                           # (r, N, n)
-    return (AtS.reshape(r * N, n) @ B).reshape(r, N, r)
 
 
 def slice_norms_unfolded(U, dtype=None):

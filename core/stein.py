@@ -72,8 +72,10 @@ def stein_solve_unfolded(AtA, BtB, C, mu, muK):
     """
     if not muK > 0:
         raise ValueError(f"muK must be > 0, got {muK}")
-    a, P = scipy.linalg.eigh(AtA)
-    b, Q = scipy.linalg.eigh(BtB)
+    # NumPy's LAPACK, not SciPy's: SciPy wheels bundle a second OpenBLAS whose idle
+    # threads compete with NumPy's (core.products.sandwich_unfolded, Notes).
+    a, P = np.linalg.eigh(AtA)
+    b, Q = np.linalg.eigh(BtB)
     # Rounding can make the smallest eigenvalues slightly negative; they are >= 0.
     np.maximum(a, 0, out=a)
     np.maximum(b, 0, out=b)

@@ -53,11 +53,12 @@ def _timed(f):
 def iteration_flops(N, m, n, r):
     """Flops of the products of one iteration of core.kdrsdl (m <= n orders).
 
-    Five (N m, n) x (n, r)-sized products (S B, S^T A K, A^T S B, A R B^T, A K B^T),
-    five (m, r) x (r, N r)-sized ones, eight (r, r) x (r, N r)-sized ones (Gram sums
-    and Stein). Element-wise passes are not counted: they are memory-bound.
+    Four (N m, n) x (n, r)-sized products (S_i B, A^T S_i, A R_i B^T, A K_i B^T),
+    three (m, r) x (r, N r)-sized and two (n, r) x (r, N r)-sized ones, eight
+    (r, r) x (r, N r)-sized ones (Gram sums and Stein). Element-wise passes are not
+    counted: they are memory-bound.
     """
-    return 2 * N * r * (5 * m * n + 5 * m * r + 8 * r * r)
+    return 2 * N * r * (4 * m * n + 3 * m * r + 2 * n * r + 8 * r * r)
 
 
 def per_iteration(X, r, reps=5, iters=10):
