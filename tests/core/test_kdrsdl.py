@@ -180,6 +180,14 @@ def test_convergence_warning_at_max_iter():
     assert issubclass(ConvergenceWarning, UserWarning)
 
 
+def test_warn_false_reports_through_converged_only():
+    d = synthetic_tensor(5, 12, 10, 10, 3, 3, 0.1, rng=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        res = kdrsdl(d.X, max_iter=3, warn=False)
+    assert not res.converged and res.n_iter == 3
+
+
 X_OK = np.random.default_rng(0).random((4, 6, 5))
 
 
