@@ -8,11 +8,12 @@ Each block holds every frame of its rows, so per-pixel reductions over frames (t
 robust mean) stay inside a block.
 """
 
-#: Target size of one block of one array, bytes. Measured on the benchmark's
-#: settings (tests/bench/bench_solver.py, 2-core EPYC, 1 MiB L2 per core), ms per
-#: float32 iteration for 256 KiB / 1 MiB / 4 MiB / whole arrays: 48x64 Highway
-#: 17.1 / 16.5 / 16.7 / 16.5, 300 x 144 x 176 45.4 / 43.9 / 44.2 / 49.6. Threads for
-#: the blocks did not help there (memory-bound; measured slower).
+#: Target size of one block of one array, bytes. Measured with the float32 ms/iter
+#: of ``make bench`` (tests/bench/bench_solver.py) after setting this constant, on a
+#: 2-core EPYC with 1 MiB L2 per core, for 256 KiB / 1 MiB / 4 MiB / whole arrays:
+#: Highway 48x64 17.1 / 16.5 / 16.7 / 16.5, 300 x 144 x 176 45.4 / 43.9 / 44.2 /
+#: 49.6. A thread pool over the blocks was measured slower there (one-off experiment,
+#: not kept): the passes are memory-bound.
 BLOCK_BYTES = 1 << 20
 
 

@@ -6,7 +6,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 
 from core.frame_fit import fit_cores
 from core.blocks import row_blocks
@@ -388,8 +387,9 @@ def kdrsdl(
     def e_step(rows):
         """Steps 1-2 on rows ``rows``: E, the robust mean M, and S = mu Xt + Lambda.
 
-        With ``Z = X - M - A K B^T + Lambda/mu`` and ``E = Z - clip(Z, lam/mu)``
-        (:func:`core.prox.shrink`), ``Xt = X - E - M'`` simplifies to
+        With ``Z = X - M - A K B^T + Lambda/mu`` and ``E = shrink(Z) = Z - clip(Z)``
+        (:func:`core.prox.shrink`, which leaves ``clip(Z)`` in its work array),
+        ``Xt = X - E - M'`` simplifies to
         ``A K B^T + clip(Z) - Lambda/mu + (M - M')``, so that
         ``S = mu Xt + Lambda = mu (A K B^T + clip(Z) + M - M')``: three passes fewer
         than forming Xt, and exactly the same quantity.
@@ -401,9 +401,7 @@ def kdrsdl(
         e -= lk
         if mean:
             e -= M[rows, None, :]
-        tau = float(lam / mu)
-        np.clip(e, -tau, tau, out=w)
-        e -= w
+        shrink(e, lam / mu, out=e, work=w)   # w = clip(Z, -lam/mu, lam/mu)
         # robust mean M' = mean_i (X_i - E_i), then 2. S = mu Xt + Lambda as above
         np.add(lk, w, out=s)
         if mean:

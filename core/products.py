@@ -72,21 +72,6 @@ def sandwich(A, K, B, out=None):
     return right_multiply(left_multiply(A, K), B.T, out=out)
 
 
-def slice_norms(T):
-    """Frobenius norm of every slice.
-
-    Parameters
-    ----------
-    T : ndarray, shape (N, m, n)
-
-    Returns
-    -------
-    ndarray, shape (N,), float64
-    """
-    T2 = T.reshape(T.shape[0], -1)
-    return np.sqrt(np.einsum("ij,ij->i", T2, T2, dtype=np.float64))
-
-
 # --- The window solver's layout -------------------------------------------------
 #
 # Algorithm 1 multiplies stacks by A on the left and by B on the right. With the

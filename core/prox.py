@@ -20,7 +20,9 @@ def shrink(x, tau, out=None, work=None):
         (the operation is then done in place).
     work : ndarray, optional
         Scratch array of the same shape and dtype as ``x``, distinct from
-        ``x`` and ``out``; avoids a temporary allocation.
+        ``x`` and ``out``; avoids a temporary allocation. On return it holds
+        ``clip(x, -tau, tau) = x - shrink(x, tau)``, which callers may use (the
+        solver's S step does).
 
     Returns
     -------
