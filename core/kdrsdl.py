@@ -9,7 +9,7 @@ import numpy as np
 
 from core.frame_fit import fit_cores
 from core.blocks import row_blocks
-from core.products import fold, sandwich, sandwich_unfolded, slice_norms_unfolded, unfold
+from core.products import fold, left_unfolded, right_unfolded, sandwich, slice_norms_unfolded, unfold
 from core.prox import shrink
 from core.state import KDRSDLState
 from core.stein import stein_solve_unfolded
@@ -326,13 +326,16 @@ def kdrsdl(
     of ``S_i B``: ``S_i B``, ``A^T S_i`` (shared by the B and Stein steps),
     ``A R_i B^T``, ``A K_i B^T``; five of the size of ``A K_i``; eight of
     ``K_i B^T B``) is a single GEMM on a reshape, with no transposed copies
-    (:mod:`core.products`). The O(N m n)
-    element-wise steps run in place in preallocated buffers, block by block over
-    rows so that each chain of passes stays in cache (:mod:`core.blocks`); S is
-    formed without Xt (see ``e_step``), and the residual of the stopping
-    criterion as ``S - Lambda - mu A R B^T``. Results are returned as (N, ...)
-    views of the unfolded arrays: ``E``, ``R`` and the state's stacks are not
-    C-contiguous.
+    (:mod:`core.products`). Everything of size (m, N, n) except ``A^T S_i`` runs
+    in one sweep per iteration over row blocks that stay in cache
+    (:mod:`core.blocks`): iteration k's Lambda update and reconstruction
+    criterion, then iteration k + 1's E, M and S steps. ``A R_i B^T`` and
+    ``A K_i B^T`` are formed one block at a time and never stored whole, and
+    ``S / mu`` and ``Lambda / mu`` stand for S and Lambda (see ``sweep``): the
+    same iterates as the paper's, in fewer passes over memory. When the criterion
+    of iteration k is met, the E and M that the sweep already made for k + 1 are
+    discarded (E is double-buffered). Results are returned as (N, ...) views of
+    the unfolded arrays: ``E``, ``R`` and the state's stacks are not C-contiguous.
     """
     X = _validate_X(X)
     N, m, n = X.shape
@@ -373,83 +376,114 @@ def kdrsdl(
     X_mean = X1.mean(axis=1) if mean else None
 
     # Unfolded throughout: pixel stacks (m, N, n), cores (r, N, r); every product
-    # below is one GEMM on a reshape, with no transposed copies. The element-wise
-    # steps run over row blocks that stay in cache (core.blocks).
+    # is one GEMM on a reshape, with no transposed copies (core.products).
+    # Everything of size (m, N, n) but A^T S_i runs in one sweep per iteration over
+    # row blocks that stay in cache (core.blocks): iteration k's step 7 and criterion, then
+    # iteration k + 1's steps 1-2 on the same block. A R_i B^T and A K_i B^T are
+    # made one block at a time and never stored whole. Two scaled variables stand
+    # for S and Lambda (the same iterates in fewer passes; see ``sweep``):
+    #   T = S / mu = Xt + Lambda / mu,   Q = Lambda / mu,
+    # with mu the penalty of the E step that reads them.
     eye = np.eye(r)
-    LK = sandwich_unfolded(A, K, B)  # A K_i B^T
-    S = np.empty_like(X1)            # mu Xt + Lambda, Xt = X - E - M
-    W = np.empty_like(X1)            # A R_i B^T, then scratch
-    S2 = S.reshape(m * N, n)
+    T = np.empty_like(X1)
+    Q = Lam                                # Lam is the solver's own array here
+    Q *= 1.0 / mu
+    TB = np.empty((m, N, r), dtype=dt)     # T_i B, made block by block with T
+    E_prev = np.empty_like(E)              # E of the iteration whose criterion is pending
+    M_prev = None
     blocks = row_blocks(m, N * n * X1.itemsize)
+    k_max = max(b.stop - b.start for b in blocks)
+    W = np.empty((k_max, N, n), dtype=dt)  # block scratch: A R_i B^T, then clip(Z)
+    LK = np.empty_like(W)                  # block scratch: A K_i B^T
+    AK = left_unfolded(A, K)               # A K_i
     err_rec, err_split = [], []
     converged = False
 
-    def e_step(rows):
-        """Steps 1-2 on rows ``rows``: E, the robust mean M, and S = mu Xt + Lambda.
+    def sweep(rows, AR, c, E, mu):
+        """Iteration k's step 7 and criterion, then iteration k + 1's steps 1-2, on rows.
 
-        With ``Z = X - M - A K B^T + Lambda/mu`` and ``E = shrink(Z) = Z - clip(Z)``
-        (:func:`core.prox.shrink`, which leaves ``clip(Z)`` in its work array),
-        ``Xt = X - E - M'`` simplifies to
-        ``A K B^T + clip(Z) - Lambda/mu + (M - M')``, so that
-        ``S = mu Xt + Lambda = mu (A K B^T + clip(Z) + M - M')``: three passes fewer
-        than forming Xt, and exactly the same quantity.
+        ``AR`` = A R_i (m, N, r) of iteration k, or None in the first sweep (no
+        iteration k); ``c`` = mu_k / mu_{k+1}. ``E`` is the buffer for iteration
+        k + 1's E, or None in a final sweep (no iteration k + 1); ``mu`` = mu_{k+1}.
+        Returns, over these rows, the per-slice sums of ``|Xt - A R_i B^T|^2``
+        (iteration k's stopping criterion, divided through by mu_k), or None.
+
+        With ``T = S / mu`` and ``Q = Lambda / mu`` (mu = mu_k before step 7):
+          criterion  mu_k (Xt - A R_i B^T) / mu_k = T - Q - A R_i B^T
+          step 7     Lambda <- S - mu_k A K_i B^T,  so  Q <- c (T - A K_i B^T)
+          step 1     Z = X - M - A K_i B^T + Q,  E = shrink(Z) = Z - clip(Z)
+          step 2     T = Xt + Q = A K_i B^T + clip(Z) + M - M'
+        (``Xt = X - E - M'`` substituted: exactly the same quantity, fewer passes).
         """
-        e, s, w, lk = E[rows], S[rows], W[rows], LK[rows]
-        # 1. E = shrink(X - M - A K B^T + Lambda/mu, lam/mu)
-        np.multiply(Lam[rows], 1.0 / mu, out=e)
-        e += X1[rows]
+        k = rows.stop - rows.start
+        w, lk, t, q = W[:k], LK[:k], T[rows], Q[rows]
+        right_unfolded(AK[rows], B.T, out=lk)
+        partial = None
+        if AR is not None:
+            right_unfolded(AR[rows], B.T, out=w)
+            np.subtract(t, w, out=w)
+            w -= q
+            partial = np.einsum("ain,ain->i", w, w).astype(np.float64)
+            np.subtract(t, lk, out=q)
+            if c != 1.0:
+                q *= c
+        if E is None:
+            return partial
+        e = E[rows]
+        np.add(q, X1[rows], out=e)
         e -= lk
         if mean:
             e -= M[rows, None, :]
         shrink(e, lam / mu, out=e, work=w)   # w = clip(Z, -lam/mu, lam/mu)
-        # robust mean M' = mean_i (X_i - E_i), then 2. S = mu Xt + Lambda as above
-        np.add(lk, w, out=s)
+        np.add(lk, w, out=t)
         if mean:
+            # robust mean M' = mean_i (X_i - E_i) (ALGORITHM.md, "Robust mean")
             M_new = X_mean[rows] - e.mean(axis=1)
-            s += (M[rows] - M_new)[:, None, :]
+            t += (M[rows] - M_new)[:, None, :]
             M[rows] = M_new
-        s *= mu
-
-    def dual_step(rows):
-        """Stopping criterion's residual and step 7's Lambda on rows ``rows``.
-
-        Needs ``W = A R_i B^T`` and ``LK = A K_i B^T`` of the new variables. Returns
-        the per-slice partial sums of ``|mu (Xt - A R_i B^T)|^2`` over these rows,
-        with ``mu Xt = S - Lambda`` (Lambda before its update).
-        """
-        w, s, lm = W[rows], S[rows], Lam[rows]
-        w *= -mu
-        w += s
-        w -= lm
-        partial = np.einsum("ain,ain->i", w, w).astype(np.float64)
-        # Lambda += mu (Xt - A K B^T), i.e. Lambda = S - mu A K B^T
-        np.multiply(LK[rows], mu, out=lm)
-        np.subtract(s, lm, out=lm)
+        right_unfolded(t, B, out=TB[rows])
         return partial
 
-    for _ in range(max_iter):
-        for rows in blocks:
-            e_step(rows)
+    AR = None  # A R_i of the iteration whose step 7 and criterion are pending
+    for it in range(max_iter + 1):
+        final = it == max_iter
+        if not final:
+            E, E_prev = E_prev, E
+            if mean:
+                M_prev = M.copy()
+        c = 1.0 if AR is None else dt.type(mu_prev / mu)
+        parts = [sweep(rows, AR, c, None if final else E, mu) for rows in blocks]
+        if AR is not None:
+            err_rec.append(float(np.max(np.sqrt(np.sum(parts, axis=0)) / X_norms_safe)))
+            if not (np.isfinite(err_rec[-1]) and np.isfinite(err_split[-1])):
+                raise FloatingPointError("KDRSDL diverged: non-finite stopping criterion")
+            if err_rec[-1] < tol and err_split[-1] < tol:
+                converged = True
+                if not final:  # this sweep already made the next E and M: undo
+                    E, M = E_prev, M_prev
+                break
+        if final:
+            break
         # 3. A = (sum_i S_i B K_i^T) / (I + mu sum_i K_i B^T B K_i^T): right division by a
         #    symmetric matrix >= I, through its eigendecomposition, never an explicit inverse
         K2 = K.reshape(r, N * r)                 # [p, (i, q)] = K_i[p, q]
-        SB = S2 @ B                              # (m, N, r): S_i B
-        num = SB.reshape(m, N * r) @ K2.T
         if not np.isfinite(K2).all():
             raise FloatingPointError("KDRSDL diverged: non-finite cores")
+        num = (TB.reshape(m, N * r) @ K2.T) * dt.type(mu)   # S_i B = mu T_i B
         KBtB = K2.reshape(r * N, r) @ (B.T @ B)  # (r, N, r): K_i B^T B
         G = eye + mu * (KBtB.reshape(r, N * r) @ K2.T).astype(np.float64)
         A = _right_divide_spd(num, G, dt)
         # 4. B = (sum_i S_i^T A K_i) / (I + mu sum_i K_i^T A^T A K_i), with the new A.
-        #    A^T S_i serves this numerator and the Stein step's A^T S_i B: one pass over S.
-        AtS = (A.T @ S.reshape(m, N * n)).reshape(r * N, n)   # (r, N, n): A^T S_i
-        num = AtS.T @ K2.reshape(r * N, r)
+        #    A^T T_i serves this numerator and the Stein step's A^T S_i B: one pass over T.
+        AtT = left_unfolded(A.T, T).reshape(r * N, n)   # (r, N, n): A^T S_i / mu
+        num = (AtT.T @ K2.reshape(r * N, r)) * dt.type(mu)
         AtA = A.T @ A
         AtAK = AtA @ K2                          # (r, N, r): A^T A K_i
         G = eye + mu * (K2.reshape(r * N, r).T @ AtAK.reshape(r * N, r)).astype(np.float64)
         B = _right_divide_spd(num, G, dt)
         # 5. Stein: muK K_i + mu AtA K_i BtB = A^T S_i B + muK R_i + Y_i
-        C = (AtS @ B).reshape(r, N, r)
+        C = (AtT @ B).reshape(r, N, r)
+        C *= mu
         C += muK * R
         C += Y
         K = stein_solve_unfolded(AtA, B.T @ B, C, mu, muK)
@@ -457,24 +491,18 @@ def kdrsdl(
         RmK = K - Y / muK
         R = shrink(RmK, alpha / muK)
         np.subtract(R, K, out=RmK)
-        # stopping criterion on the new variables, and 7. the duals:
-        # Lambda += mu (Xt - A K B^T); Y += muK (R - K)
+        # the split half of the criterion, and 7. Y += muK (R - K); step 7 for
+        # Lambda and the reconstruction half run in the next sweep
         R_norms = slice_norms_unfolded(R)
         err_split.append(float(np.max(slice_norms_unfolded(RmK) / np.where(R_norms > 0, R_norms, 1.0))))
-        sandwich_unfolded(A, R, B, out=W)
-        sandwich_unfolded(A, K, B, out=LK)
-        rec = np.sqrt(np.sum([dual_step(rows) for rows in blocks], axis=0)) / mu
-        err_rec.append(float(np.max(rec / X_norms_safe)))
         RmK *= muK
         Y += RmK
+        AK = left_unfolded(A, K)
+        AR = left_unfolded(A, R)
         # 8. penalties, capped (paper Section 4)
+        mu_prev = mu
         mu = min(mu_max, rho * mu)
         muK = min(muK_max, rho * muK)
-        if not (np.isfinite(err_rec[-1]) and np.isfinite(err_split[-1])):
-            raise FloatingPointError("KDRSDL diverged: non-finite stopping criterion")
-        if err_rec[-1] < tol and err_split[-1] < tol:
-            converged = True
-            break
 
     n_iter = len(err_rec)
     if warn and not converged:
@@ -484,6 +512,8 @@ def kdrsdl(
             ConvergenceWarning,
             stacklevel=2,
         )
+    Lam = Q
+    Lam *= mu
     # Public shapes are (N, m, n) and (N, r, r): views of the unfolded arrays.
     K, R, E, Lam, Y = (fold(U) for U in (K, R, E, Lam, Y))
     state = KDRSDLState(A=A, B=B, K=K, R=R, E=E, Lam=Lam, Y=Y, M=M, mu=mu, muK=muK, muK0=muK0)

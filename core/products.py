@@ -80,6 +80,11 @@ def sandwich(A, K, B, out=None):
 # cores (slice i is ``T[:, i, :]``), every product below is a plain 2-D GEMM on a
 # reshape (no copy): a left product multiplies the (p, N*q) matrix, a right
 # product the (p*N, q) matrix, and both give the unfolded layout back.
+#
+# NumPy's matmul throughout, not scipy.linalg.blas: SciPy wheels bundle their own
+# OpenBLAS, whose idle threads then spin next to NumPy's. Measured here (one-off
+# experiment, not kept): one SciPy gemm per iteration made the solver 2x slower on
+# 2 cores.
 
 
 def unfold(T):
@@ -112,40 +117,43 @@ def fold(U):
     return U.transpose(1, 0, 2)
 
 
-def sandwich_unfolded(A, K, B, out=None):
-    """``A K_i B^T`` for every slice, unfolded in and out: two GEMMs, no copies.
-
-    Multiplies in the cheaper order: ``(A K_i) B^T`` when m <= n (m r (r + n)
-    flops per slice), ``A (K_i B^T)`` otherwise.
+def left_unfolded(A, U):
+    """``A @ U_i`` for every slice of an unfolded stack: one GEMM, no copies.
 
     Parameters
     ----------
-    A : ndarray, shape (m, r)
-    K : ndarray, shape (r, N, r), C-contiguous (unfolded cores)
-    B : ndarray, shape (n, r)
-    out : ndarray, shape (m, N, n), C-contiguous, optional
+    A : ndarray, shape (s, p)
+    U : ndarray, shape (p, N, q), C-contiguous (slice i is ``U[:, i, :]``)
 
     Returns
     -------
-    ndarray, shape (m, N, n)
-        ``out`` when given.
-
-    Notes
-    -----
-    NumPy's matmul, not :mod:`scipy.linalg.blas`: SciPy wheels bundle their own
-    OpenBLAS, whose idle threads then spin next to NumPy's. Measured here: one
-    SciPy gemm per iteration made the whole solver 2x slower on 2 cores.
+    ndarray, shape (s, N, q), C-contiguous (unfolded)
     """
-    r, N, _ = K.shape
-    m, n = A.shape[0], B.shape[0]
+    p, N, q = U.shape
+    return (A @ U.reshape(p, N * q)).reshape(A.shape[0], N, q)
+
+
+def right_unfolded(U, B, out=None):
+    """``U_i @ B`` for every slice of an unfolded stack: one GEMM, no copies.
+
+    Works on any run of rows ``U[a:b]`` as well (the solver's row blocks,
+    :mod:`core.blocks`), since those are unfolded stacks too.
+
+    Parameters
+    ----------
+    U : ndarray, shape (p, N, q), C-contiguous
+    B : ndarray, shape (q, s); a transposed view (``B.T``) costs no copy
+    out : ndarray, shape (p, N, s), C-contiguous, optional
+
+    Returns
+    -------
+    ndarray, shape (p, N, s)
+        ``out`` when given.
+    """
+    p, N, q = U.shape
     if out is None:
-        out = np.empty((m, N, n), dtype=np.result_type(A, K, B))
-    if m <= n:
-        AK = A @ K.reshape(r, N * r)                         # (m, N, r)
-        np.matmul(AK.reshape(m * N, r), B.T, out=out.reshape(m * N, n))
-    else:
-        KBt = K.reshape(r * N, r) @ B.T                       # (r, N, n)
-        np.matmul(A, KBt.reshape(r, N * n), out=out.reshape(m, N * n))
+        out = np.empty((p, N, B.shape[1]), dtype=np.result_type(U, B))
+    np.matmul(U.reshape(p * N, q), B, out=out.reshape(p * N, B.shape[1]))
     return out
 
 

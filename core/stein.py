@@ -73,7 +73,7 @@ def stein_solve_unfolded(AtA, BtB, C, mu, muK):
     if not muK > 0:
         raise ValueError(f"muK must be > 0, got {muK}")
     # NumPy's LAPACK, not SciPy's: SciPy wheels bundle a second OpenBLAS whose idle
-    # threads compete with NumPy's (core.products.sandwich_unfolded, Notes).
+    # threads compete with NumPy's (core.products, the unfolded layout section).
     a, P = np.linalg.eigh(AtA)
     b, Q = np.linalg.eigh(BtB)
     # Rounding can make the smallest eigenvalues slightly negative; they are >= 0.

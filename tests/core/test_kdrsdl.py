@@ -90,6 +90,25 @@ def test_criterion_history_and_result_shapes(paper_30):
     assert st.Lam.shape == (N, m, n) and st.Y.shape == (N, 40, 40) and st.mu > 0 and st.muK > 0
 
 
+@pytest.mark.parametrize("max_iter", [4, 400])  # stopped by max_iter / by the criterion
+def test_returned_E_M_L_are_those_the_last_criterion_measured(max_iter):
+    # The solver's sweep makes iteration k + 1's E and M before it knows whether
+    # iteration k met the criterion (core/kdrsdl.py, Notes). The result must still
+    # be iteration k's: its criterion is max_i |X_i - M - L_i - E_i| / |X_i|
+    # (ALGORITHM.md, stopping rule; L includes M), so recompute it from the result.
+    scene = SyntheticScene(24, 32, seed=5)
+    X = np.stack([scene.frame(t) for t in range(40)]).astype(np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res = kdrsdl(X, 8, mean=True, tol=1e-6, max_iter=max_iter)
+    assert res.converged == (max_iter == 400)
+    residual = (X - res.L - res.E).reshape(len(X), -1)
+    err = np.max(np.linalg.norm(residual, axis=1) / np.linalg.norm(X.reshape(len(X), -1), axis=1))
+    # The solver evaluates the same quantity in another algebraic form (T - Q - A R B^T);
+    # float64 rounding on values ~1 is ~1e-15, against a criterion >= 1e-7: 1e-6 relative.
+    assert err == pytest.approx(res.err_rec[-1], rel=1e-6)
+
+
 def test_mu_is_capped_at_1e7_mu0():
     d = synthetic_tensor(5, 12, 10, 10, 3, 3, 0.1, rng=3)
     with warnings.catch_warnings():
