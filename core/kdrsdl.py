@@ -377,11 +377,11 @@ def kdrsdl(
 
     # Unfolded throughout: pixel stacks (m, N, n), cores (r, N, r); every product
     # is one GEMM on a reshape, with no transposed copies (core.products).
-    # Everything of size (m, N, n) but A^T S_i runs in one sweep per iteration over
-    # row blocks that stay in cache (core.blocks): iteration k's step 7 and criterion, then
-    # iteration k + 1's steps 1-2 on the same block. A R_i B^T and A K_i B^T are
-    # made one block at a time and never stored whole. Two scaled variables stand
-    # for S and Lambda (the same iterates in fewer passes; see ``sweep``):
+    # Everything of size (m, N, n) but A^T S_i runs in one sweep per iteration
+    # over row blocks that stay in cache (core.blocks): iteration k's step 7 and
+    # criterion, then iteration k + 1's steps 1-2 on the same block. A R_i B^T and
+    # A K_i B^T are made one block at a time and never stored whole. Two scaled
+    # variables stand for S and Lambda (same iterates, fewer passes; ``sweep``):
     #   T = S / mu = Xt + Lambda / mu,   Q = Lambda / mu,
     # with mu the penalty of the E step that reads them.
     eye = np.eye(r)
