@@ -10,11 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.penalty import ETA
 from core.products import left_multiply, right_multiply, sandwich
 from core.prox import shrink
 from core.stein import stein_solve
-
-ETA = 1.25
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.frame_fit import fit_cores
 from core.blocks import row_blocks
+from core.frame_fit import fit_cores
+from core.penalty import ETA, MU_CAP
 from core.products import fold, left_unfolded, right_unfolded, sandwich, slice_norms_unfolded, unfold
 from core.prox import shrink
 from core.state import KDRSDLState
 from core.stein import stein_solve_unfolded
-
-#: eta of the paper's mu initialisation (Section 4, after Lin et al. 2013).
-ETA = 1.25
-#: The paper caps mu and muK at this multiple of their initial values (Section 4).
-MU_CAP = 1e7
 
 
 class ConvergenceWarning(UserWarning):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.kdrsdl import ConvergenceWarning
+from core.penalty import ETA, MU_CAP
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,8 @@ def rpca_ialm(X, *, lam=None, tol=1e-7, max_iter=1000, rho=1.5):
         zeros = np.zeros_like(X)
         return RPCAResult(L=zeros, S=zeros.copy(), n_iter=0, converged=True, rank=0, err=np.zeros(0))
     Y = D / max(norm_two, norm_inf)
-    mu = 1.25 / norm_two
-    mu_max = mu * 1e7
+    mu = ETA / norm_two
+    mu_max = mu * MU_CAP
     S = np.zeros_like(D)
     L = np.zeros_like(D)
     errs = []
