@@ -121,7 +121,6 @@ def fit_cores(A, B, Xc, *, lam, alpha, mu_end, mu_ratio, rho=1.2, max_iter=60):
     CoreFit
     """
     F = Xc.shape[0]
-    dt = Xc.dtype
     norms = np.linalg.norm(Xc.reshape(F, -1), axis=1).sum()
     mu = float(min(ETA * F / norms, mu_end)) if norms > 0 else float(mu_end)
     K = least_squares_cores(A, B, Xc)

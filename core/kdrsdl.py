@@ -441,13 +441,14 @@ def kdrsdl(
         return partial
 
     AR = None  # A R_i of the iteration whose step 7 and criterion are pending
+    mu_prev = mu
     for it in range(max_iter + 1):
         final = it == max_iter
         if not final:
             E, E_prev = E_prev, E
             if mean:
                 M_prev = M.copy()
-        c = 1.0 if AR is None else dt.type(mu_prev / mu)
+        c = 1.0 if AR is None else dt.type(mu_prev / mu)   # mu_k / mu_{k+1}
         parts = [sweep(rows, AR, c, None if final else E, mu) for rows in blocks]
         if AR is not None:
             err_rec.append(float(np.max(np.sqrt(np.sum(parts, axis=0)) / X_norms_safe)))

@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from core.background import KDRSDLBackgroundSubtractor
 from core.kdrsdl import ConvergenceWarning, kdrsdl
-from core.metrics import Confusion, cdnet_labels, confusion, precision_recall_curve, roc_auc, roc_curve
+from core.metrics import cdnet_labels, confusion, precision_recall_curve, roc_auc, roc_curve
 from core.rpca import rpca_ialm
 
 METHODS = ("kdrsdl", "kdrsdl-stream", "mog2", "knn", "rpca")

@@ -1,7 +1,6 @@
 """Kubernetes manifests validate against the schemas; the Dockerfile installs as the README says."""
 
 import re
-import threading
 import time
 import urllib.error
 import urllib.request

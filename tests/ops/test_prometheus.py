@@ -4,7 +4,6 @@ import json
 import re
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 

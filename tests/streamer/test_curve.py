@@ -6,7 +6,7 @@ import time
 
 import zmq
 
-from helpers import free_port, kdrsdl, metric, receive, scrape, stop, tcp, wait_for
+from helpers import free_port, kdrsdl, metric, scrape, stop, tcp, wait_for
 from streamer.protocol import decode, encode
 from streamer.security import create_keys, make_client
 
