@@ -10,16 +10,14 @@ frame of its rows, so per-pixel reductions over frames (the robust mean) stay
 inside a block.
 """
 
-#: Target size of one block of one array, bytes. Measured as the float32 ms/iter of
-#: 10-iteration warm restarts of ``kdrsdl`` (as in ``make bench``,
-#: tests/bench/bench_solver.py) after setting this constant, on a 2-core EPYC with
-#: 1 MiB L2 per core, CPU time with one BLAS thread (the most repeatable clock on
-#: a shared VM), for 256 KiB / 1 MiB / 4 MiB / whole arrays: Highway 48 x 64
-#: 25.5 / 24.9 / 24.9 / 25.0, 300 x 144 x 176: 49.6 / 48.0 / 50.4 / 67.3. Wall
-#: time with two BLAS threads ranks them the same (noisier). Threads over the
-#: blocks (one-off experiment, not kept): about 12% off the sweep with two Python
-#: threads and one BLAS thread each, which needs a thread-pool-control dependency
-#: and competes with the streaming worker's own threads.
+#: Target size of one block of one array, bytes. From
+#: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_blocks.py`` (float32 ms/iter of
+#: warm restarts, CPU time, on a 2-core EPYC with 1 MiB L2 per core) for 256 KiB /
+#: 1 MiB / 4 MiB / whole arrays: Highway 48 x 64 26.1 / 25.1 / 26.0 / 25.5,
+#: 300 x 144 x 176 50.7 / 48.6 / 48.4 / 69.2. Threads over the blocks (one-off
+#: experiment, not kept): about 12% off the sweep with two Python threads and one
+#: BLAS thread each, which needs a thread-pool-control dependency and competes
+#: with the streaming worker's own threads.
 BLOCK_BYTES = 1 << 20
 
 

@@ -138,8 +138,7 @@ def _cold_init(X, r, mean, align_signs):
     M = np.zeros((m, n), dtype=X.dtype) if mean else None
     norm_R = slice_norms_unfolded(R, np.float64).sum()
     muK0 = float(ETA * N / norm_R) if norm_R > 0 else ETA
-    E = np.zeros((m, N, n), dtype=X.dtype)
-    return A, B, K, R, E, np.zeros_like(E), np.zeros_like(K), M, muK0
+    return A, B, K, R, np.zeros((m, N, n), dtype=X.dtype), np.zeros_like(K), M, muK0
 
 
 def _balance(A, R, B, alpha):
@@ -184,11 +183,11 @@ def _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance):
     scale_A, scale_B, scale_R = _balance(A, init.R, B, alpha) if rebalance else (1.0, 1.0, 1.0)
     A *= scale_A
     B *= scale_B
-    E = np.zeros((m, N, n), dtype=dt)
-    Lam = np.zeros_like(E)
+    # init.E is not needed: the first iteration makes E from X, M, A K B^T and Lambda.
+    Lam = np.zeros((m, N, n), dtype=dt)
     Y = np.zeros_like(K)
     R = np.empty_like(K)
-    for U, old, scale in ((K, init.K, scale_R), (E, init.E, 1.0), (Lam, init.Lam, 1.0),
+    for U, old, scale in ((K, init.K, scale_R), (Lam, init.Lam, 1.0),
                           (Y, init.Y, scale_R), (R, init.R, scale_R)):
         np.multiply(old.transpose(1, 0, 2), scale, out=U[:, :N_old])
     # Back mu off from its final (possibly capped) value so that the E threshold
@@ -204,9 +203,9 @@ def _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance):
         Xnew = X[N_old:] - M if mean else X[N_old:]
         fit = fit_cores(A, B, np.ascontiguousarray(Xnew), lam=lam, alpha=alpha, mu_end=mu,
                         mu_ratio=mu / muK, rho=rho)
-        for U, new in ((K, fit.K), (R, fit.R), (E, fit.E), (Lam, fit.Lam), (Y, fit.Y)):
+        for U, new in ((K, fit.K), (R, fit.R), (Lam, fit.Lam), (Y, fit.Y)):
             U[:, N_old:] = new.transpose(1, 0, 2)
-    return A, B, K, R, E, Lam, Y, M, init.muK0, mu, muK
+    return A, B, K, R, Lam, Y, M, init.muK0, mu, muK
 
 
 def kdrsdl(
@@ -364,10 +363,10 @@ def kdrsdl(
     mu_max = MU_CAP * mu0
 
     if init is None:
-        A, B, K, R, E, Lam, Y, M, muK0 = _cold_init(X, r, mean, align_signs)
+        A, B, K, R, Lam, Y, M, muK0 = _cold_init(X, r, mean, align_signs)
         mu, muK = mu0, muK0
     else:
-        A, B, K, R, E, Lam, Y, M, muK0, mu, muK = _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance)
+        A, B, K, R, Lam, Y, M, muK0, mu, muK = _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance)
     muK_max = MU_CAP * muK0
     X_mean = X1.mean(axis=1) if mean else None
 
@@ -385,7 +384,8 @@ def kdrsdl(
     Q = Lam                                # Lam is the solver's own array here
     Q *= 1.0 / mu
     TB = np.empty((m, N, r), dtype=dt)     # T_i B, made block by block with T
-    E_prev = np.empty_like(E)              # E of the iteration whose criterion is pending
+    E = np.empty_like(X1)                  # E, double-buffered: the sweep makes
+    E_prev = np.empty_like(X1)             # k + 1's before k's criterion is known
     M_prev = None
     blocks = row_blocks(m, N * n * X1.itemsize)
     k_max = max(b.stop - b.start for b in blocks)

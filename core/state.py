@@ -26,7 +26,8 @@ class KDRSDLState:
     R : ndarray, shape (N_state, r, r)
         The sparse (soft-thresholded) cores; ``L_i = M + A R_i B^T``.
     E : ndarray, shape (N_state, m, n)
-        The sparse error (foreground) slices.
+        The sparse error (foreground) slices. Kept for the caller; a warm
+        start does not read it (its first E step makes E afresh).
     Lam : ndarray, shape (N_state, m, n)
         Unscaled Lagrange multipliers of ``X_i = A K_i B^T + E_i`` (Lambda).
     Y : ndarray, shape (N_state, r, r)
