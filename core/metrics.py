@@ -225,3 +225,98 @@ def precision_recall_curve(scores, positive):
     tp = tpr[1:] * n_pos
     fp = fpr[1:] * n_neg
     return tp / np.maximum(tp + fp, 1), tpr[1:], thr[1:]
+
+
+class ScoreHistogram:
+    """Foreground and background counts of a continuous score in fixed bins, for ROC over long runs.
+
+    Pooling every scored pixel of a sequence (hundreds of millions) is too large to sort; counts
+    in ``bins`` equal bins over ``[0, high]`` give the ROC curve and its AUC with ties inside a
+    bin counted one half, so the AUC is within 1 / ``bins`` of the exact pooled value for scores
+    that spread over the range.
+
+    Parameters
+    ----------
+    bins : int
+        Number of bins (>= 2).
+    high : float
+        Upper end of the score range; larger scores fall in the last bin, negative ones in the first.
+
+    Raises
+    ------
+    ValueError
+        If ``bins < 2`` or ``high`` is not finite and > 0.
+    """
+
+    def __init__(self, bins=1024, high=1.0):
+        if bins < 2 or not (np.isfinite(high) and high > 0):
+            raise ValueError(f"need bins >= 2 and a finite high > 0, got {bins}, {high}")
+        self.bins, self.high = int(bins), float(high)
+        self.positive = np.zeros(self.bins, np.int64)
+        self.negative = np.zeros(self.bins, np.int64)
+
+    def add(self, scores, positive):
+        """Count scores (any shape, float) against ground truth (bool, same shape)."""
+        idx = np.clip((np.asarray(scores, np.float32) * (self.bins / self.high)).astype(np.int64), 0, self.bins - 1)
+        positive = np.asarray(positive, dtype=bool)
+        self.positive += np.bincount(idx[positive], minlength=self.bins)
+        self.negative += np.bincount(idx[~positive], minlength=self.bins)
+
+    def roc_curve(self):
+        """``fpr, tpr`` from the highest bin down, starting at (0, 0).
+
+        Raises
+        ------
+        ValueError
+            If one class was never counted.
+        """
+        n_pos, n_neg = self.positive.sum(), self.negative.sum()
+        if n_pos == 0 or n_neg == 0:
+            raise ValueError("ROC needs both foreground and background pixels")
+        tpr = np.r_[0.0, np.cumsum(self.positive[::-1]) / n_pos]
+        fpr = np.r_[0.0, np.cumsum(self.negative[::-1]) / n_neg]
+        return fpr, tpr
+
+    def auc(self):
+        """Area under :meth:`roc_curve`; None when one class was never counted."""
+        if self.positive.sum() == 0 or self.negative.sum() == 0:
+            return None
+        fpr, tpr = self.roc_curve()
+        return float(np.trapezoid(tpr, fpr))
+
+
+def cdnet_average(per_sequence, keys=("precision", "recall", "f_measure", "specificity", "fpr", "fnr", "pwc")):
+    """CDnet's averages: the mean of each metric per category, then the mean over categories.
+
+    CDnet computes every metric per sequence (from the counts summed over its scored frames),
+    averages the sequences of a category, and averages the categories (changedetection.net,
+    Goyette et al., CVPRW 2012), so a category with many sequences weighs no more than one with few.
+
+    Parameters
+    ----------
+    per_sequence : iterable of (str, dict)
+        ``(category, metrics)`` per sequence; ``metrics`` maps names to float or None
+        (None, an undefined metric, is left out of that mean).
+    keys : tuple of str
+        Metrics to average.
+
+    Returns
+    -------
+    categories : dict of str to dict
+        Per category: each key's mean (None if no sequence defines it) and ``n_sequences``.
+    overall : dict
+        Each key's mean over the categories that define it, and ``n_categories``.
+    """
+    by_category = {}
+    for category, metrics in per_sequence:
+        by_category.setdefault(category, []).append(metrics)
+
+    def mean(values):
+        values = [v for v in values if v is not None]
+        return float(np.mean(values)) if values else None
+
+    categories = {c: {**{k: mean(m.get(k) for m in ms) for k in keys}, "n_sequences": len(ms)}
+                  for c, ms in sorted(by_category.items())}
+    overall = {k: mean(c[k] for c in categories.values()) for k in keys}
+    overall["n_categories"] = len(categories)
+    return categories, overall

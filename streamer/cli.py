@@ -95,15 +95,19 @@ def build_parser():
     r.add_argument("--height", type=int, metavar="H")
     r.add_argument("--loop", action="store_const", const=True)
 
-    e = sub.add_parser("evaluate", help="score methods on a CDnet-format dataset (paper or CDnet protocol)")
-    e.add_argument("dataset", metavar="DATASET_DIR", help="input/, groundtruth/, temporalROI.txt (CDnet layout)")
-    e.add_argument("--protocol", choices=("paper", "cdnet"), default="paper",
-                   help="paper: 48x64, 400 frames, AUC of |X - L|; cdnet: full size, all annotated frames, masks")
-    e.add_argument("--methods", metavar="LIST", help="comma-separated: kdrsdl,kdrsdl-stream,mog2,knn,rpca (default all)")
-    e.add_argument("--frames", metavar="A:B", help="frame range inside temporalROI (1-based, inclusive)")
+    e = sub.add_parser("evaluate", help="score methods on CDnet sequences (CDnet or paper protocol)")
+    e.add_argument("dataset", metavar="ROOT",
+                   help="one sequence (input/, groundtruth/, temporalROI.txt) or a tree ROOT/<category>/<sequence>/")
+    e.add_argument("--protocol", choices=("cdnet", "paper"), default="cdnet",
+                   help="cdnet (default): every frame from frame 1, temporalROI scored, masks; "
+                        "paper: 48x64, 400 frames, AUC of |X - L|")
+    e.add_argument("--methods", metavar="LIST",
+                   help="comma-separated; cdnet: kdrsdl-stream,mog2,knn,mog2+post,knn+post,gsoc,cnt,subsense,pawcs; "
+                        "paper: kdrsdl,kdrsdl-stream,mog2,knn,rpca (default: all of the protocol's)")
+    e.add_argument("--frames", metavar="A:B", help="score only this range inside temporalROI (1-based, inclusive)")
     e.add_argument("--sweep", action="store_true", help="paper's oracle sweep of 20 lambdas for kdrsdl and rpca")
     e.add_argument("--json", metavar="PATH", help="write the results as JSON")
-    e.add_argument("--report", metavar="DIR", help="write report.md, curves.png and contact_sheet.png")
+    e.add_argument("--report", metavar="DIR", help="write report.md with curves and a contact sheet per sequence")
     return p
 
 

@@ -1,16 +1,18 @@
-"""``kdrsdl evaluate``: score background subtractors on a CDnet-format dataset.
+"""``kdrsdl evaluate``: score background subtractors on one CDnet sequence or a whole CDnet tree.
 
-Protocols (ALGORITHM.md, "How the paper measured background subtraction"):
+Protocols (docs: README "Evaluation"):
 
-- ``paper``: grayscale frames resized to 48 x 64 (rows x cols), a 400-frame window of
-  the annotated range, score = |X - L| (OpenCV methods: their foreground output),
-  ROC over the annotated pixels pooled, AUC; ``--sweep`` adds the paper's oracle
-  lambda sweep (20 values, 2 * logspace(-1, -4, 20)), best AUC and its lambda.
-- ``cdnet``: full resolution, all annotated frames, the binary masks each method
-  would publish, CDnet's precision, recall, F-measure, specificity, FPR, FNR, PWC;
-  AUC where a method has a continuous score; throughput of processing alone.
-
-Every method sees identical frames in one invocation.
+- ``cdnet`` (default): CDnet 2014's protocol (changedetection.net). Every method processes every
+  frame from the first in ``input/`` (its warm-up) up to the last scored frame, in grayscale, one
+  thread; frames inside temporalROI (and ``--frames``) that have a ground-truth file are scored.
+  Per sequence: precision, recall, F-measure, specificity, FPR, FNR, PWC from the pixel counts
+  summed over its scored frames; AUC where a method has a continuous score; fps of the method's
+  own calls on frames decoded beforehand. Then the mean per category and the mean of the
+  categories, as CDnet averages them.
+- ``paper``: the paper's Highway experiment (Bahri et al., ICCV 2017, Section 5.1): grayscale
+  frames resized to 48 x 64 (rows x cols), a 400-frame window of the annotated range, score
+  ``|X - L|``, ROC over the annotated pixels pooled, AUC; ``--sweep`` adds the paper's oracle
+  lambda sweep (20 values, ``2 * logspace(-1, -4, 20)``), best AUC and its lambda.
 """
 
 import json
@@ -26,116 +28,148 @@ from tqdm import tqdm
 
 from core.background import KDRSDLBackgroundSubtractor
 from core.kdrsdl import ConvergenceWarning, kdrsdl
-from core.metrics import cdnet_labels, confusion, precision_recall_curve, roc_auc, roc_curve
+from core.metrics import Confusion, ScoreHistogram, cdnet_average, cdnet_labels, confusion, roc_auc
 from core.rpca import rpca_ialm
+from streamer import peers
+from streamer.cdnet import DatasetError, find_sequences
 
-METHODS = ("kdrsdl", "kdrsdl-stream", "mog2", "knn", "rpca")
+PROTOCOLS = ("cdnet", "paper")
+PAPER_METHODS = ("kdrsdl", "kdrsdl-stream", "mog2", "knn", "rpca")
+METHODS = {"cdnet": peers.METHODS, "paper": PAPER_METHODS}
 PAPER_SIZE = (48, 64)  # rows x cols
 PAPER_FRAMES = 400
 SWEEP = 2 * np.logspace(-1, -4, 20)
-#: Threshold turning the batch methods' |X - L| into a mask (cdnet protocol), intensity in [0, 1]:
-#: the streaming model's default floor.
+#: Threshold turning the batch methods' |X - L| into a mask (paper protocol's F-measure),
+#: intensity in [0, 1].
 BATCH_THRESHOLD = 0.08
+#: Metrics averaged per category and overall.
+AVERAGED = ("f_measure", "precision", "recall", "specificity", "fpr", "fnr", "pwc", "auc")
+#: Scored frames a report's contact sheet shows per sequence.
+CONTACT_ROWS = 4
+
+__all__ = ["DatasetError", "evaluate", "format_table", "main"]
 
 
-class DatasetError(ValueError):
-    """A directory that is not a readable CDnet-format dataset; names the first problem."""
-
-
-class Dataset:
-    """A CDnet-layout directory: input/inXXXXXX.jpg, groundtruth/gtXXXXXX.png, temporalROI.txt, ROI.bmp|png.
-
-    Parameters
-    ----------
-    root : str or path
+def parse_frames(spec):
+    """``A:B`` (1-based, inclusive) as two ints, or ``(None, None)``.
 
     Raises
     ------
     DatasetError
-        Missing folder or file, malformed temporalROI.txt.
+        If the text is not two integers separated by a colon.
     """
-
-    def __init__(self, root):
-        self.root = pathlib.Path(root)
-        for sub in ("input", "groundtruth"):
-            if not (self.root / sub).is_dir():
-                raise DatasetError(f"{self.root}: no {sub}/ folder (expected the CDnet layout)")
-        roi_file = self.root / "temporalROI.txt"
-        if not roi_file.is_file():
-            raise DatasetError(f"{self.root}: no temporalROI.txt")
-        try:
-            self.first, self.last = (int(v) for v in roi_file.read_text().split()[:2])
-        except ValueError:
-            raise DatasetError(f"{roi_file}: expected two frame numbers, got {roi_file.read_text()[:40]!r}") from None
-        if not 1 <= self.first <= self.last:
-            raise DatasetError(f"{roi_file}: bad range {self.first}..{self.last}")
-        self.roi = None
-        for name in ("ROI.bmp", "ROI.png"):
-            if (self.root / name).is_file():
-                self.roi = self._read(self.root / name) > 0
-
-    @staticmethod
-    def _read(path):
-        img = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
-        if img is None:
-            raise DatasetError(f"{path}: missing or unreadable")
-        return img
-
-    def frame(self, i):
-        """Input frame ``i`` (1-based) as grayscale uint8."""
-        return self._read(self.root / "input" / f"in{i:06d}.jpg")
-
-    def labels(self, i):
-        """Ground-truth labels of frame ``i``, uint8 CDnet values."""
-        return self._read(self.root / "groundtruth" / f"gt{i:06d}.png")
-
-    def check(self, a, b):
-        """Raise DatasetError naming the first frame of ``a..b`` whose input or ground truth is missing."""
-        for i in range(a, b + 1):
-            for path in (self.root / "input" / f"in{i:06d}.jpg", self.root / "groundtruth" / f"gt{i:06d}.png"):
-                if not path.is_file():
-                    raise DatasetError(f"{path}: missing (frame {i} of {a}..{b})")
-
-
-def parse_frames(spec, ds, protocol):
-    """``A:B`` (1-based, inclusive) or the protocol's default range; must lie in temporalROI."""
-    if spec:
-        try:
-            a, b = (int(v) for v in spec.split(":"))
-        except ValueError:
-            raise DatasetError(f"--frames must be A:B, got {spec!r}") from None
-    elif protocol == "paper":
-        a, b = ds.first, min(ds.last, ds.first + PAPER_FRAMES - 1)
-    else:
-        a, b = ds.first, ds.last
-    if not ds.first <= a <= b <= ds.last:
-        raise DatasetError(f"frames {a}:{b} are outside the annotated range {ds.first}:{ds.last} (temporalROI.txt)")
+    if not spec:
+        return None, None
+    try:
+        a, b = (int(v) for v in spec.split(":"))
+    except ValueError:
+        raise DatasetError(f"--frames must be A:B, got {spec!r}") from None
     return a, b
 
 
-def load(ds, a, b, protocol):
-    """Frames (N, m, n) uint8, labels (N, m, n) uint8, resized for the paper protocol."""
-    ds.check(a, b)
-    frames, labels = [], []
-    for i in tqdm(range(a, b + 1), desc="loading", unit="frame", leave=False):
-        f, g = ds.frame(i), ds.labels(i)
-        if ds.roi is not None and ds.roi.shape == g.shape:
-            g = np.where(ds.roi, g, 85).astype(np.uint8)  # outside the spatial ROI: not scored
-        if protocol == "paper":
-            f = cv2.resize(f, PAPER_SIZE[::-1], interpolation=cv2.INTER_AREA)
-            g = cv2.resize(g, PAPER_SIZE[::-1], interpolation=cv2.INTER_NEAREST)
-        frames.append(f)
-        labels.append(g)
-    return np.stack(frames), np.stack(labels)
+def _scored_labels(seq, numbers, shape):
+    """Labels of the scored frames, uint8 (len(numbers), h, w), ROI applied, values checked."""
+    roi = seq.roi(shape)
+    out = np.empty((len(numbers),) + tuple(shape), np.uint8)
+    for k, i in enumerate(numbers):
+        g = seq.labels(i, shape, roi)
+        try:
+            cdnet_labels(g)
+        except ValueError as exc:
+            raise DatasetError(f"{seq.gt_path(i)}: {exc}") from None
+        out[k] = g
+    return out
 
 
-def _batch(method, X, lam, protocol):
-    Xf = X.astype(np.float64 if protocol == "paper" else np.float32) / 255
+def _run_cdnet(name, sub, X, first, scored, G, picks, progress):
+    """One method over every frame; counts summed over the scored ones.
+
+    Returns
+    -------
+    entry : dict
+        Metrics, counts, AUC (None for a mask-only method), fps of the method's own calls.
+    picked : dict of int to ndarray
+        The masks of the frames in ``picks`` (frame number to bool (h, w)).
+    hist : ScoreHistogram or None
+    """
+    row = {i: k for k, i in enumerate(scored)}
+    counts = Confusion(0, 0, 0, 0)
+    hist = None
+    picked = {}
+    seconds = 0.0
+    for t, frame in enumerate(X):
+        t0 = time.perf_counter()
+        mask, score = sub.apply(frame)
+        seconds += time.perf_counter() - t0
+        progress.update()
+        k = row.get(first + t)
+        if k is None:
+            continue
+        valid, positive = cdnet_labels(G[k])
+        counts += confusion(mask, positive, valid)
+        if score is not None:
+            hist = hist or ScoreHistogram()
+            hist.add(score[valid], positive[valid])
+        if first + t in picks:
+            picked[first + t] = mask
+    entry = {"available": True, **counts.as_dict(), "auc": hist.auc() if hist else None,
+             "fps": len(X) / seconds if seconds > 0 else None, "seconds": seconds, "params": sub.params}
+    return entry, picked, hist
+
+
+def evaluate_cdnet(seq, methods, frames=(None, None), report=None):
+    """One sequence under CDnet's protocol; the JSON-able entry.
+
+    Parameters
+    ----------
+    seq : streamer.cdnet.Sequence
+    methods : sequence of str
+        Names from :data:`streamer.peers.METHODS`.
+    frames : (int or None, int or None)
+        Sub-range of temporalROI to score (1-based, inclusive).
+    report : pathlib.Path, optional
+        Directory for this sequence's curves and contact sheet.
+
+    Raises
+    ------
+    DatasetError
+        A missing or unreadable frame or ground truth, an ROI of another size.
+    """
+    scored = seq.scored_frames(*frames)
+    entry = {"category": seq.category, "path": str(seq.root), "temporal_roi": [seq.roi_first, seq.roi_last],
+             "frames_scored": len(scored), "frames_processed": 0, "processed": None, "methods": {}}
+    if not scored:
+        entry["note"] = "no ground-truth file inside the scored range: nothing processed or scored"
+        return entry
+    if seq.first_input > scored[0]:
+        raise DatasetError(f"{seq.input_path(scored[0])}: missing (the first input frame is {seq.first_input})")
+    first, last = seq.first_input, scored[-1]
+    X = seq.frames(first, last)
+    G = _scored_labels(seq, scored, X.shape[1:])
+    entry.update(frames_processed=len(X), processed=[first, last], scored=[scored[0], scored[-1]])
+    picks = set(np.asarray(scored)[np.linspace(0, len(scored) - 1, min(CONTACT_ROWS, len(scored))).astype(int)].tolist())
+    picked, hists = {}, {}
+    for name in methods:
+        try:
+            sub = peers.create(name)
+        except peers.Unavailable as exc:
+            entry["methods"][name] = {"available": False, "reason": str(exc)}
+            continue
+        with tqdm(total=len(X), desc=f"{seq.name} {name}", unit="frame", leave=False) as progress:
+            entry["methods"][name], picked[name], hists[name] = _run_cdnet(
+                name, sub, X, first, scored, G, picks, progress)
+    if report is not None:
+        _sequence_figures(report, seq, entry, hists, X, G, first, scored, picked)
+    return entry
+
+
+# ----------------------------------------------------------------------------- paper protocol
+def _batch(method, X, lam):
+    Xf = X.astype(np.float64) / 255
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         if method == "kdrsdl":
-            rank = None if protocol == "paper" else 30
-            res = kdrsdl(Xf, rank, lam=lam, mean=True, tol=1e-5, max_iter=300)
+            res = kdrsdl(Xf, None, lam=lam, mean=True, tol=1e-5, max_iter=300)
             params = {"rank": res.A.shape[1], "lam": lam, "alpha": 1e-2, "mean": True, "tol": 1e-5,
                       "n_iter": res.n_iter}
         else:
@@ -144,11 +178,10 @@ def _batch(method, X, lam, protocol):
     return np.abs(Xf - res.L), params
 
 
-def run_method(method, X, lam=None, protocol="paper"):
-    """One method on the frames: ``(score (N, m, n) float, mask (N, m, n) bool, params, seconds)``."""
+def _paper_method(method, X):
     t0 = time.perf_counter()
     if method in ("kdrsdl", "rpca"):
-        score, params = _batch(method, X, lam, protocol)
+        score, params = _batch(method, X, None)
         mask = score > BATCH_THRESHOLD
     elif method == "kdrsdl-stream":
         sub = KDRSDLBackgroundSubtractor()
@@ -157,112 +190,238 @@ def run_method(method, X, lam=None, protocol="paper"):
         mask = np.stack([o.fgmask for o in out]) > 0
         params = {**vars(sub.params), "resets": sub.n_resets}
     else:
-        sub = (cv2.createBackgroundSubtractorMOG2 if method == "mog2" else cv2.createBackgroundSubtractorKNN)(
-            detectShadows=False)
-        mask = np.stack([sub.apply(f) for f in X]) > 127
-        score = mask.astype(np.float32)
-        params = {"detectShadows": False, "defaults": True}
+        sub = peers.create(method)
+        mask = np.stack([sub.apply(f)[0] for f in X])
+        score, params = mask.astype(np.float32), sub.params
     return score, mask, params, time.perf_counter() - t0
 
 
-def evaluate(root, protocol="paper", methods=METHODS, frames=None, sweep=False, report=None):
-    """Evaluate methods on a dataset; returns the JSON-able result dict.
+def evaluate_paper(seq, methods, frames=(None, None), sweep=False):
+    """One sequence under the paper's protocol; the JSON-able entry.
 
     Raises
     ------
     DatasetError
-        For a malformed dataset or range; ValueError for an unknown method or protocol.
+        A range outside temporalROI, a missing or unreadable frame or ground truth.
     """
-    if protocol not in ("paper", "cdnet"):
-        raise ValueError(f"protocol must be 'paper' or 'cdnet', got {protocol!r}")
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
-    ds = Dataset(root)
-    a, b = parse_frames(frames, ds, protocol)
-    X, G = load(ds, a, b, protocol)
+    a, b = frames
+    if a is None:
+        a, b = seq.roi_first, min(seq.roi_last, seq.roi_first + PAPER_FRAMES - 1)
+    numbers = seq.scored_frames(a, b)
+    missing = sorted(set(range(a, b + 1)) - set(numbers))
+    if missing:
+        raise DatasetError(f"{seq.gt_path(missing[0])}: missing (the paper protocol scores every frame of {a}..{b})")
+    full = seq.frames(a, b)
+    G = _scored_labels(seq, numbers, full.shape[1:])
+    X = np.stack([cv2.resize(f, PAPER_SIZE[::-1], interpolation=cv2.INTER_AREA) for f in full])
+    G = np.stack([cv2.resize(g, PAPER_SIZE[::-1], interpolation=cv2.INTER_NEAREST) for g in G])
     valid, positive = cdnet_labels(G)
-    result = {"dataset": str(ds.root), "protocol": protocol, "frames": [a, b], "methods": {}}
-    curves, masks = {}, {}
-    for method in tqdm(methods, desc="methods", unit="method"):
-        score, mask, params, seconds = run_method(method, X, protocol=protocol)
-        continuous = method in ("kdrsdl", "rpca", "kdrsdl-stream")
-        auc = roc_auc(score[valid], positive[valid]) if positive[valid].any() and (~positive[valid]).any() else None
-        c = confusion(mask, positive, valid)
-        entry = {"auc": auc, "f_measure": None, "precision": None, "recall": None, "fps": len(X) / seconds,
-                 "params": params}
-        if protocol == "cdnet" or not continuous:
-            entry.update({k: v for k, v in c.as_dict().items() if k in (
-                "f_measure", "precision", "recall", "specificity", "fpr", "fnr", "pwc")})
+    entry = {"category": seq.category, "path": str(seq.root), "frames": [a, b], "frames_processed": len(X),
+             "frames_scored": len(X), "methods": {}}
+    for method in tqdm(methods, desc=f"{seq.name} (paper)", unit="method", leave=False):
+        score, mask, params, seconds = _paper_method(method, X)
+        both = positive[valid].any() and (~positive[valid]).any()
+        e = {"available": True, "auc": roc_auc(score[valid], positive[valid]) if both else None,
+             "fps": len(X) / seconds, "params": params}
+        if method not in ("kdrsdl", "rpca", "kdrsdl-stream"):
+            e.update(confusion(mask, positive, valid).as_dict())
         if sweep and method in ("kdrsdl", "rpca"):
             aucs = []
             for lam in tqdm(SWEEP, desc=f"{method} lambda sweep", unit="lambda", leave=False):
-                s, _ = _batch(method, X, float(lam), protocol)
+                s, _ = _batch(method, X, float(lam))
                 aucs.append(roc_auc(s[valid], positive[valid]))
             i = int(np.argmax(aucs))
-            entry["sweep"] = {"best_auc": aucs[i], "best_lam": float(SWEEP[i]), "lams": SWEEP.tolist(), "aucs": aucs}
-        result["methods"][method] = entry
-        if report:
-            curves[method] = (score[valid], positive[valid])
-            masks[method] = mask
-    if report:
-        write_report(report, result, curves, X, G, masks)
+            e["sweep"] = {"best_auc": aucs[i], "best_lam": float(SWEEP[i]), "lams": SWEEP.tolist(), "aucs": aucs}
+        entry["methods"][method] = e
+    return entry
+
+
+# ----------------------------------------------------------------------------- the run
+def evaluate(root, protocol="cdnet", methods=None, frames=None, sweep=False, report=None):
+    """Evaluate methods on every sequence under ``root``; returns the JSON-able result.
+
+    Parameters
+    ----------
+    root : str or path
+        One sequence directory, or a tree ``root/<category>/<sequence>/`` (CDnet layout).
+    protocol : {"cdnet", "paper"}
+    methods : sequence of str, optional
+        Default: every method of the protocol.
+    frames : str, optional
+        ``A:B``, a sub-range of every sequence's temporalROI to score.
+    sweep : bool
+        The paper protocol's oracle lambda sweep.
+    report : str or path, optional
+        Directory for ``report.md`` and each sequence's figures.
+
+    Returns
+    -------
+    dict
+        ``protocol``, ``root``, ``methods``, ``sequences`` (name to entry: category, frames
+        processed and scored, per-method metrics), ``categories`` and ``overall`` (CDnet's
+        averages per method), ``unavailable`` (method to reason).
+
+    Raises
+    ------
+    DatasetError
+        A malformed dataset or range (the message names the file).
+    ValueError
+        An unknown method or protocol.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    methods = list(methods or METHODS[protocol])
+    unknown = [m for m in methods if m not in METHODS[protocol]]
+    if unknown:
+        raise ValueError(f"unknown method(s) {unknown} for the {protocol} protocol; "
+                         f"choose from {', '.join(METHODS[protocol])}")
+    cv2.setNumThreads(1)  # one thread for every method, as CDnet's comparisons run them
+    span = parse_frames(frames)
+    sequences = find_sequences(root)
+    report = pathlib.Path(report) if report else None
+    result = {"protocol": protocol, "root": str(pathlib.Path(root).resolve()), "methods": methods, "sequences": {}}
+    for seq in tqdm(sequences, desc="sequences", unit="sequence", disable=len(sequences) == 1):
+        if protocol == "cdnet":
+            result["sequences"][seq.name] = evaluate_cdnet(seq, methods, span, report)
+        else:
+            result["sequences"][seq.name] = evaluate_paper(seq, methods, span, sweep)
+    result["categories"], result["overall"] = {}, {}
+    for m in methods:
+        rows = [(e["category"], e["methods"][m]) for e in result["sequences"].values()
+                if e["methods"].get(m, {}).get("available")]
+        cats, overall = cdnet_average(rows, AVERAGED)
+        for c, v in cats.items():
+            result["categories"].setdefault(c, {})[m] = v
+        result["overall"][m] = overall
+    result["unavailable"] = {m: e["reason"] for s in result["sequences"].values()
+                             for m, e in s["methods"].items() if not e["available"]}
+    if report is not None:
+        write_report(report, result)
     return result
 
 
+# ----------------------------------------------------------------------------- output
+def _fmt(v, width=9, digits=3):
+    return f"{v:{width}.{digits}f}" if isinstance(v, float) else f"{'-':>{width}s}"
+
+
 def format_table(result):
-    """The result as a fixed-width text table."""
-    cols = ("auc", "f_measure", "precision", "recall", "pwc", "fps")
-    lines = [f"{result['dataset']}  protocol={result['protocol']}  frames={result['frames'][0]}:{result['frames'][1]}",
-             f"{'method':15s}" + "".join(f"{c:>11s}" for c in cols) + "   sweep (best AUC @ lambda)"]
-    for name, e in result["methods"].items():
-        row = f"{name:15s}" + "".join(f"{e.get(c):11.4f}" if isinstance(e.get(c), float) else f"{'-':>11s}" for c in cols)
-        if "sweep" in e:
-            row += f"   {e['sweep']['best_auc']:.4f} @ {e['sweep']['best_lam']:.2e}"
-        lines.append(row)
+    """The result as fixed-width text: a row per sequence and method, then CDnet's means."""
+    cols = ("f_measure", "precision", "recall", "pwc", "auc", "fps")
+    head = f"{'sequence':28s}{'method':14s}" + "".join(f"{c:>10s}" for c in cols)
+    lines = [f"{result['root']}  protocol={result['protocol']}", head]
+    for name, s in result["sequences"].items():
+        lines.append(f"{name:28s}{'':14s}processed {s['frames_processed']} frames, scored {s['frames_scored']}"
+                     + (f" ({s['note']})" if "note" in s else ""))
+        for m, e in s["methods"].items():
+            if e["available"]:
+                digits = {"fps": 0, "pwc": 2}
+                lines.append(f"{'':28s}{m:14s}" + "".join(" " + _fmt(e.get(c), 9, digits.get(c, 3)) for c in cols))
+    lines.append("mean per category, then overall (CDnet: mean of the per-sequence metrics, then of the categories)")
+    for c, per in result["categories"].items():
+        for m, v in per.items():
+            lines.append(f"{c:28s}{m:14s}" + "".join(" " + _fmt(v.get(k), 9, 2 if k == "pwc" else 3)
+                                                      for k in cols[:-1]))
+    for m, v in result["overall"].items():
+        if v["n_categories"]:
+            lines.append(f"{'overall':28s}{m:14s}" + "".join(" " + _fmt(v.get(k), 9, 2 if k == "pwc" else 3)
+                                                              for k in cols[:-1]))
+    for m, why in result["unavailable"].items():
+        lines.append(f"{m}: unavailable: {why}")
     return "\n".join(lines)
 
 
-def write_report(directory, result, curves, X, G, masks):
-    """Markdown report, ROC and precision-recall curves (PNG), and a contact sheet PNG."""
+def f_measure_matrix(result, key="f_measure"):
+    """A Markdown table: a row per sequence, a column per method, then the category and overall means."""
+    methods = [m for m in result["methods"] if m not in result["unavailable"]]
+    lines = ["| sequence | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+
+    def row(label, values):
+        best = max((v for v in values if v is not None), default=None)
+        cells = ["-" if v is None else (f"**{v:.3f}**" if v == best else f"{v:.3f}") for v in values]
+        return f"| {label} | " + " | ".join(cells) + " |"
+
+    for name, s in result["sequences"].items():
+        lines.append(row(name, [s["methods"].get(m, {}).get(key) for m in methods]))
+    for c, per in result["categories"].items():
+        lines.append(row(f"mean of {c}", [per.get(m, {}).get(key) for m in methods]))
+    lines.append(row("**overall (CDnet mean)**", [result["overall"][m].get(key) for m in methods]))
+    return "\n".join(lines)
+
+
+def _sequence_figures(directory, seq, entry, hists, X, G, first, scored, picked):
+    """ROC / precision-recall figure and contact sheet of one sequence, in ``directory``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    stem = seq.name.replace("/", "_")
+    directory.mkdir(parents=True, exist_ok=True)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for name, e in entry["methods"].items():
+        if not e["available"]:
+            continue
+        if hists.get(name) is not None:
+            fpr, tpr = hists[name].roc_curve()
+            ax1.plot(fpr, tpr, label=f"{name} (AUC {e['auc']:.3f})")
+            n_pos, n_neg = hists[name].positive.sum(), hists[name].negative.sum()
+            tp, fp = tpr[1:] * n_pos, fpr[1:] * n_neg
+            ax2.plot(tpr[1:], tp / np.maximum(tp + fp, 1), label=name)
+        else:
+            ax1.plot([e["fpr"] or 0], [e["recall"] or 0], "o", label=name)
+            ax2.plot([e["recall"] or 0], [e["precision"] or 0], "o", label=name)
+    ax1.set(xlabel="false positive rate", ylabel="true positive rate", title=f"{seq.name}: ROC", xlim=(0, 0.1))
+    ax2.set(xlabel="recall", ylabel="precision", title="precision-recall (points: binary masks)")
+    ax1.legend(fontsize=7)
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(directory / f"{stem}_curves.png", dpi=90)
+    plt.close(fig)
+    names = [n for n in entry["methods"] if entry["methods"][n]["available"]]
+    h, w = X.shape[1:]
+    scale = min(1.0, 160 / h)
+    size = (max(1, int(w * scale)), max(1, int(h * scale)))
+
+    def tile(img, label=None):
+        t = cv2.resize(img, size, interpolation=cv2.INTER_AREA)
+        if label:
+            cv2.putText(t, label, (3, 14), cv2.FONT_HERSHEY_SIMPLEX, 0.45, 255, 1, cv2.LINE_AA)
+        return t
+
+    rows = []
+    index = {i: k for k, i in enumerate(scored)}
+    for i in sorted(picked[names[0]]) if names else []:
+        g = G[index[i]]
+        gt = np.where(g == 255, 255, np.where((g == 0) | (g == 50), 0, 128)).astype(np.uint8)
+        cells = [tile(X[i - first], f"frame {i}"), tile(gt, "ground truth")]
+        cells += [tile(picked[n][i].astype(np.uint8) * 255, n) for n in names]
+        rows.append(np.hstack(cells))
+    if rows:
+        cv2.imwrite(str(directory / f"{stem}_contact_sheet.png"), np.vstack(rows))
+
+
+def write_report(directory, result):
+    """``report.md``: the F-measure matrix, every sequence's rows, curves and contact sheet."""
     d = pathlib.Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
-    for name, (s, y) in curves.items():
-        fpr, tpr, _ = roc_curve(s, y)
-        ax1.plot(fpr, tpr, label=f"{name} (AUC {result['methods'][name]['auc']:.3f})")
-        p, r, _ = precision_recall_curve(s, y)
-        ax2.plot(r, p, label=name)
-    ax1.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC")
-    ax2.set(xlabel="recall", ylabel="precision", title="precision-recall")
-    ax1.legend(fontsize=8)
-    ax2.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(d / "curves.png", dpi=100)
-    plt.close(fig)
-    picks = np.linspace(0, len(X) - 1, 4).astype(int)
-    rows = []
-    for i in picks:
-        gt = np.where(G[i] == 255, 255, np.where(G[i] == 0, 0, 128)).astype(np.uint8)
-        rows.append(np.hstack([X[i], gt] + [masks[n][i].astype(np.uint8) * 255 for n in masks]))
-    cv2.imwrite(str(d / "contact_sheet.png"), np.vstack(rows))
-    lines = [f"# Evaluation: {result['dataset']}", "",
-             f"Protocol `{result['protocol']}`, frames {result['frames'][0]}-{result['frames'][1]}.", "",
-             "```", format_table(result), "```", "", "![ROC and precision-recall](curves.png)", "",
-             "Contact sheet, one row per sampled frame: input | ground truth (gray = not scored) | "
-             + " | ".join(masks), "", "![contact sheet](contact_sheet.png)", ""]
+    lines = [f"# Evaluation: {result['root']}", "", f"Protocol `{result['protocol']}`.", ""]
+    if result["protocol"] == "cdnet":
+        lines += ["## F-measure", "", f_measure_matrix(result), ""]
+    lines += ["## Every figure", "", "```", format_table(result), "```", ""]
+    for name in result["sequences"]:
+        stem = name.replace("/", "_")
+        if (d / f"{stem}_curves.png").is_file():
+            lines += [f"## {name}", "", f"![{name}: ROC and precision-recall]({stem}_curves.png)", "",
+                      "Contact sheet, one row per sampled scored frame: input | ground truth (gray = not scored) | "
+                      "each method's mask", "", f"![{name}: contact sheet]({stem}_contact_sheet.png)", ""]
     (d / "report.md").write_text("\n".join(lines))
 
 
 def main(args):
     """CLI body: returns the exit status (2 for a dataset or argument error)."""
     try:
-        methods = [m.strip() for m in args.methods.split(",")] if args.methods else list(METHODS)
+        methods = [m.strip() for m in args.methods.split(",")] if args.methods else None
         result = evaluate(args.dataset, args.protocol, methods, args.frames, args.sweep, args.report)
     except (DatasetError, ValueError) as exc:
         print(f"kdrsdl evaluate: {exc}", file=sys.stderr)

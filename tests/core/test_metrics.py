@@ -65,3 +65,32 @@ def test_precision_recall_curve_ends_at_full_recall():
     y = np.array([0, 1, 1, 0, 1], bool)
     p, r, t = precision_recall_curve(np.array([0.1, 0.9, 0.8, 0.3, 0.2]), y)
     assert r[-1] == 1.0 and p[0] == 1.0 and p[-1] == pytest.approx(3 / 5)
+
+
+def test_score_histogram_auc_is_the_pooled_auc_within_one_bin():
+    from core.metrics import ScoreHistogram
+
+    rng = np.random.default_rng(3)
+    y = rng.random(20000) < 0.3
+    s = np.clip(rng.normal(0.3 + 0.2 * y, 0.15), 0, 1).astype(np.float32)
+    h = ScoreHistogram(bins=1024)
+    h.add(s[:7000], y[:7000])  # counts accumulate over calls, as over frames
+    h.add(s[7000:], y[7000:])
+    # Binning can only merge scores into ties, each worth one half: the error is at most
+    # the mass of pairs that share a bin, about 1/1024 of the pairs for a spread like this.
+    assert abs(h.auc() - roc_auc(s, y)) < 2e-3
+    assert ScoreHistogram().auc() is None
+    with pytest.raises(ValueError):
+        ScoreHistogram(bins=1)
+
+
+def test_cdnet_average_is_the_mean_of_category_means():
+    from core.metrics import cdnet_average
+
+    rows = [("baseline", {"f_measure": 0.9}), ("baseline", {"f_measure": 0.7}), ("jitter", {"f_measure": 0.2}),
+            ("jitter", {"f_measure": None})]
+    cats, overall = cdnet_average(rows, keys=("f_measure",))
+    assert cats["baseline"] == {"f_measure": pytest.approx(0.8), "n_sequences": 2}
+    assert cats["jitter"] == {"f_measure": pytest.approx(0.2), "n_sequences": 2}  # None is left out of the mean
+    # CDnet weighs categories equally: (0.8 + 0.2) / 2, not the mean of the three sequences (0.6)
+    assert overall == {"f_measure": pytest.approx(0.5), "n_categories": 2}

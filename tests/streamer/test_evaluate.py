@@ -1,6 +1,7 @@
-"""``kdrsdl evaluate`` (issue 4): the runner on generated and real CDnet-format data."""
+"""``kdrsdl evaluate``: CDnet's protocol on generated and real CDnet-format data, and the paper's."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -9,68 +10,187 @@ import numpy as np
 import pytest
 
 from conftest import HIGHWAY, need
+from core.metrics import cdnet_labels, confusion
 from core.scene import SyntheticScene
+from streamer.evaluate import evaluate as run_evaluate
 
 
-def evaluate(*args, timeout=900):
+def evaluate(*args, timeout=900, pythonpath=None):
+    env = {"OPENBLAS_NUM_THREADS": "2", "PATH": "/usr/bin:/bin"}
+    if pythonpath:
+        env["PYTHONPATH"] = str(pythonpath)
     return subprocess.run([sys.executable, "-m", "streamer", "evaluate", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env={"OPENBLAS_NUM_THREADS": "2", "PATH": "/usr/bin:/bin"})
+                          text=True, timeout=timeout, env=env)
 
 
-@pytest.fixture(scope="module")
-def cdnet_dir(tmp_path_factory):
-    """A CDnet-format dataset made from the synthetic scene: 120 frames, annotated from 41."""
-    root = tmp_path_factory.mktemp("synthetic_cdnet")
-    (root / "input").mkdir()
+def make_sequence(root, seed, frames=120, roi=(41, 120), warmup_gt=True, shape=(60, 80)):
+    """A CDnet-layout sequence from the synthetic scene.
+
+    The frames before temporalROI get ground truth that says *everything* is foreground
+    (``warmup_gt``): scoring any of them would show at once in the counts.
+    """
+    (root / "input").mkdir(parents=True)
     (root / "groundtruth").mkdir()
-    scene = SyntheticScene(60, 80, seed=5)
-    for t in range(120):
+    scene = SyntheticScene(*shape, seed=seed)
+    for t in range(frames):
         cv2.imwrite(str(root / "input" / f"in{t + 1:06d}.jpg"), scene.frame_uint8(t), [cv2.IMWRITE_JPEG_QUALITY, 95])
-        gt = np.where(scene.fgmask(t), 255, 0).astype(np.uint8) if t >= 40 else np.full((60, 80), 85, np.uint8)
+        if t + 1 >= roi[0]:
+            gt = np.where(scene.fgmask(t), 255, 0).astype(np.uint8)
+        elif warmup_gt:
+            gt = np.full(shape, 255, np.uint8)
+        else:
+            continue
         cv2.imwrite(str(root / "groundtruth" / f"gt{t + 1:06d}.png"), gt)
-    (root / "temporalROI.txt").write_text("41 120\n")
+    (root / "temporalROI.txt").write_text(f"{roi[0]} {roi[1]}\n")
     return root
 
 
-def test_cdnet_protocol_end_to_end_with_json_and_report(cdnet_dir, tmp_path):
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """Two categories: baseline/{a,b} and jitter/c; b lacks ground truth for frames 61-70."""
+    root = tmp_path_factory.mktemp("cdnet_tree")
+    make_sequence(root / "baseline" / "a", seed=5)
+    b = make_sequence(root / "baseline" / "b", seed=6, warmup_gt=False)
+    for i in range(61, 71):
+        (b / "groundtruth" / f"gt{i:06d}.png").unlink()
+    make_sequence(root / "jitter" / "c", seed=7, frames=100, roi=(31, 110))  # temporalROI runs past the input
+    return root
+
+
+@pytest.fixture(scope="module")
+def tree_result(tree):
+    return run_evaluate(tree, "cdnet", ["mog2", "knn+post", "kdrsdl-stream"])
+
+
+def reference_counts(seq_dir, first_scored, last_scored, skip=()):
+    """MOG2 straight from OpenCV, from frame 1, summed over the scored frames: the protocol by hand."""
+    cv2.setNumThreads(1)
+    sub = cv2.createBackgroundSubtractorMOG2(detectShadows=False)
+    total = None
+    for i in range(1, last_scored + 1):
+        mask = sub.apply(cv2.imread(str(seq_dir / "input" / f"in{i:06d}.jpg"), cv2.IMREAD_GRAYSCALE)) > 127
+        if i >= first_scored and i not in skip:
+            g = cv2.imread(str(seq_dir / "groundtruth" / f"gt{i:06d}.png"), cv2.IMREAD_GRAYSCALE)
+            valid, positive = cdnet_labels(g)
+            c = confusion(mask, positive, valid)
+            total = c if total is None else total + c
+    return total
+
+
+def test_warm_up_frames_are_processed_but_not_scored(tree, tree_result):
+    a = tree_result["sequences"]["baseline/a"]
+    assert a["processed"] == [1, 120] and a["frames_processed"] == 120
+    assert a["scored"] == [41, 120] and a["frames_scored"] == 80
+    m = a["methods"]["mog2"]
+    # exactly the scored frames' pixels: the 40 warm-up frames (all labelled 255) are not counted
+    assert m["tp"] + m["fp"] + m["fn"] + m["tn"] == 80 * 60 * 80
+    ref = reference_counts(tree / "baseline" / "a", 41, 120)
+    assert (m["tp"], m["fp"], m["fn"], m["tn"]) == (ref.tp, ref.fp, ref.fn, ref.tn)
+
+
+def test_frames_without_ground_truth_are_not_scored(tree, tree_result):
+    b = tree_result["sequences"]["baseline/b"]
+    assert b["frames_processed"] == 120 and b["frames_scored"] == 70  # 41..120 less 61..70
+    m = b["methods"]["mog2"]
+    assert m["tp"] + m["fp"] + m["fn"] + m["tn"] == 70 * 60 * 80
+    ref = reference_counts(tree / "baseline" / "b", 41, 120, skip=range(61, 71))
+    assert (m["tp"], m["fp"], m["fn"], m["tn"]) == (ref.tp, ref.fp, ref.fn, ref.tn)
+    # temporalROI 31..110 over 100 input frames: scored what exists, processed up to the last scored
+    c = tree_result["sequences"]["jitter/c"]
+    assert c["processed"] == [1, 100] and c["frames_scored"] == 70
+
+
+def test_category_and_overall_means_follow_cdnet(tree_result):
+    seqs, cats = tree_result["sequences"], tree_result["categories"]
+    for method in ("mog2", "knn+post", "kdrsdl-stream"):
+        f = {name: s["methods"][method]["f_measure"] for name, s in seqs.items()}
+        assert cats["baseline"][method]["f_measure"] == pytest.approx((f["baseline/a"] + f["baseline/b"]) / 2)
+        assert cats["jitter"][method]["f_measure"] == pytest.approx(f["jitter/c"])
+        overall = tree_result["overall"][method]["f_measure"]
+        assert overall == pytest.approx(((f["baseline/a"] + f["baseline/b"]) / 2 + f["jitter/c"]) / 2)
+    # the continuous score gives an AUC; a mask-only method does not
+    assert 0.5 < seqs["baseline/a"]["methods"]["kdrsdl-stream"]["auc"] <= 1
+    assert seqs["baseline/a"]["methods"]["mog2"]["auc"] is None
+
+
+def test_cli_tree_with_report_json_and_an_unavailable_peer(tree, tmp_path):
+    # A pybgs that fails to import stands for a machine without the optional extra.
+    fake = tmp_path / "no_pybgs" / "pybgs"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('pybgs is absent here')\n")
     out = tmp_path / "r.json"
-    proc = evaluate(cdnet_dir, "--protocol", "cdnet", "--json", out, "--report", tmp_path / "report")
+    proc = evaluate(tree, "--methods", "mog2,subsense,kdrsdl-stream", "--json", out, "--report", tmp_path / "rep",
+                    pythonpath=fake.parent)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(out.read_text())
-    assert res["protocol"] == "cdnet" and res["frames"] == [41, 120]
-    assert set(res["methods"]) == {"kdrsdl", "kdrsdl-stream", "mog2", "knn", "rpca"}
-    for name, m in res["methods"].items():
-        assert set(m) >= {"auc", "f_measure", "precision", "recall", "fps", "params"}
-        assert 0 <= m["f_measure"] <= 1 and m["fps"] > 0, name
-    m = res["methods"]
-    # Measured on this generated scene: kdrsdl-stream F 0.91, MOG2 0.76, KNN 0.70;
-    # RPCA separates it perfectly (AUC 1.0); batch KDRSDL at rank 30 lets part of the
-    # objects into L (AUC 0.87; 0.99 at r = min(m, n) in the paper protocol).
-    assert m["kdrsdl-stream"]["f_measure"] > max(m["mog2"]["f_measure"], m["knn"]["f_measure"]) + 0.05
-    assert m["rpca"]["auc"] > 0.99 and m["kdrsdl"]["auc"] > 0.8
-    assert m["kdrsdl"]["params"]["rank"] == 30
-    for f in ("curves.png", "contact_sheet.png"):
-        assert cv2.imread(str(tmp_path / "report" / f)) is not None
-    md = (tmp_path / "report" / "report.md").read_text()
-    assert "kdrsdl-stream" in md and "![ROC and precision-recall](curves.png)" in md
-    assert "kdrsdl-stream" in proc.stdout and "f_measure" in proc.stdout
+    assert set(res["sequences"]) == {"baseline/a", "baseline/b", "jitter/c"}
+    assert "pip install 'kdrsdl-stream[peers]'" in res["unavailable"]["subsense"]
+    assert "subsense: unavailable" in proc.stdout and "overall" in proc.stdout
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "| baseline/a |" in md and "**overall (CDnet mean)**" in md
+    for stem in ("baseline_a", "baseline_b", "jitter_c"):
+        sheet = cv2.imread(str(tmp_path / "rep" / f"{stem}_contact_sheet.png"))
+        assert sheet is not None and sheet.shape[0] == 4 * 60  # 4 sampled frames; tiles at most 160 px high, never enlarged
+        assert cv2.imread(str(tmp_path / "rep" / f"{stem}_curves.png")) is not None
 
 
-def test_malformed_directories_name_the_first_problem(cdnet_dir, tmp_path):
-    proc = evaluate(tmp_path)
-    assert proc.returncode == 2 and "no input/ folder" in proc.stderr
+def test_bad_input_is_a_one_line_error_naming_the_file(tree, tmp_path):
+    empty = tmp_path / "empty"
+    (empty / "cat" / "seq").mkdir(parents=True)
+    proc = evaluate(empty)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and f"{empty}: no sequence found" in proc.stderr
+
     broken = tmp_path / "broken"
-    subprocess.run(["cp", "-r", str(cdnet_dir), str(broken)], check=True)
+    shutil.copytree(tree / "baseline" / "a", broken)
     (broken / "input" / "in000050.jpg").unlink()
-    proc = evaluate(broken, "--protocol", "cdnet", "--methods", "mog2")
-    assert proc.returncode == 2 and "in000050.jpg: missing (frame 50 of 41..120)" in proc.stderr
+    proc = evaluate(broken, "--methods", "mog2")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert f"{broken}/input/in000050.jpg: missing" in proc.stderr
+
+    shutil.copy(broken / "input" / "in000049.jpg", broken / "input" / "in000050.jpg")
+    (broken / "groundtruth" / "gt000060.png").write_bytes(b"not a png")
+    proc = evaluate(broken, "--methods", "mog2")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert f"{broken}/groundtruth/gt000060.png: unreadable" in proc.stderr
+
+    shutil.copy(broken / "groundtruth" / "gt000059.png", broken / "groundtruth" / "gt000060.png")
+    cv2.imwrite(str(broken / "ROI.bmp"), np.full((30, 40), 255, np.uint8))
+    proc = evaluate(broken, "--methods", "mog2")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert f"{broken}/ROI.bmp: size 40x30, but the frames are 80x60" in proc.stderr
+
     (broken / "temporalROI.txt").write_text("nonsense")
     proc = evaluate(broken)
     assert proc.returncode == 2 and "temporalROI.txt: expected two frame numbers" in proc.stderr
-    proc = evaluate(cdnet_dir, "--frames", "10:50")
+    proc = evaluate(tree / "baseline" / "a", "--frames", "10:50")
     assert proc.returncode == 2 and "outside the annotated range 41:120" in proc.stderr
-    proc = evaluate(cdnet_dir, "--methods", "mog3")
+    proc = evaluate(tree / "baseline" / "a", "--methods", "mog3")
     assert proc.returncode == 2 and "unknown method(s) ['mog3']" in proc.stderr
+
+
+def test_highway_peers_agree_with_an_independent_scorer():
+    """Issue 12's check: CDnet protocol on highway (warm-up from frame 1, 470-1700 scored), grayscale.
+
+    An independent scorer measured MOG2 0.811, KNN 0.831, GSOC 0.879, and with our post-processing
+    MOG2 0.883, KNN 0.889; we measured the same to the third decimal. 0.005 is the agreement the
+    issue asks for (one thread, fixed inputs: the runs are deterministic).
+    """
+    res = run_evaluate(need(HIGHWAY), "cdnet", ["mog2", "knn", "gsoc", "mog2+post", "knn+post", "kdrsdl-stream"])
+    seq = res["sequences"]["baseline/highway"]
+    assert seq["processed"] == [1, 1700] and seq["scored"] == [470, 1700] and seq["frames_scored"] == 1231
+    want = {"mog2": 0.811, "knn": 0.831, "gsoc": 0.879, "mog2+post": 0.883, "knn+post": 0.889}
+    for method, f in want.items():
+        assert seq["methods"][method]["f_measure"] == pytest.approx(f, abs=0.005), method
+    ours = seq["methods"]["kdrsdl-stream"]
+    assert ours["f_measure"] > max(seq["methods"][m]["f_measure"] for m in ("mog2", "knn"))
+    assert ours["auc"] > 0.95
+
+
+def test_highway_subsense_agrees_with_an_independent_scorer():
+    """SuBSENSE (pybgs) measured 0.949 by the independent scorer; we measure 0.949."""
+    pytest.importorskip("pybgs", reason="pybgs is the optional extra: pip install '.[peers]'")
+    res = run_evaluate(need(HIGHWAY), "cdnet", ["subsense"])
+    assert res["sequences"]["baseline/highway"]["methods"]["subsense"]["f_measure"] == pytest.approx(0.949, abs=0.005)
 
 
 def test_paper_protocol_highway_row(tmp_path):
@@ -79,13 +199,13 @@ def test_paper_protocol_highway_row(tmp_path):
     out = tmp_path / "paper.json"
     proc = evaluate(d, "--protocol", "paper", "--methods", "kdrsdl,rpca,mog2", "--json", out)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads(out.read_text())
-    assert res["frames"] == [470, 869]
-    kd, rp = res["methods"]["kdrsdl"], res["methods"]["rpca"]
+    seq = json.loads(out.read_text())["sequences"]["baseline/highway"]
+    assert seq["frames"] == [470, 869]
+    kd, rp = seq["methods"]["kdrsdl"], seq["methods"]["rpca"]
     assert kd["params"]["rank"] == 48  # r = min(m, n), as the paper ran it
     assert kd["auc"] >= 0.94  # measured 0.990; the paper: 0.94 with an oracle lambda
     assert rp["auc"] > 0.9  # measured 0.977; the paper: 0.94
-    assert res["methods"]["mog2"]["auc"] < kd["auc"]
+    assert seq["methods"]["mog2"]["auc"] < kd["auc"]
 
 
 def test_paper_protocol_oracle_sweep(tmp_path):
@@ -93,22 +213,7 @@ def test_paper_protocol_oracle_sweep(tmp_path):
     out = tmp_path / "sweep.json"
     proc = evaluate(d, "--protocol", "paper", "--methods", "kdrsdl", "--sweep", "--json", out, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    sweep = json.loads(out.read_text())["methods"]["kdrsdl"]["sweep"]
+    sweep = json.loads(out.read_text())["sequences"]["baseline/highway"]["methods"]["kdrsdl"]["sweep"]
     assert len(sweep["lams"]) == len(sweep["aucs"]) == 20 and sweep["best_lam"] in sweep["lams"]
     assert sweep["best_auc"] == max(sweep["aucs"])
     assert sweep["best_auc"] >= 0.95
-
-
-def test_cdnet_protocol_full_highway_stream_above_mog2_and_knn(tmp_path):
-    """Issue 4's target through the runner: CDnet protocol, all annotated highway frames, one run."""
-    d = need(HIGHWAY)
-    out = tmp_path / "cdnet.json"
-    proc = evaluate(d, "--protocol", "cdnet", "--methods", "kdrsdl-stream,mog2,knn", "--json", out)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads(out.read_text())
-    assert res["frames"] == [470, 1700]
-    f = {name: m["f_measure"] for name, m in res["methods"].items()}
-    # measured: kdrsdl-stream 0.878, MOG2 0.804, KNN 0.817 (the runner counts ROI and labels as CDnet does)
-    assert f["mog2"] > 0.7 and f["knn"] > 0.7
-    assert f["kdrsdl-stream"] > max(f["mog2"], f["knn"])
-    assert res["methods"]["kdrsdl-stream"]["auc"] > 0.95  # measured 0.961
