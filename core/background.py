@@ -6,22 +6,25 @@ can swap it in. Causal: a frame's mask uses that frame and earlier ones only.
 """
 
 import json
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
+import cv2
 import numpy as np
 import scipy.ndimage
 
+from core.decision import DecisionParams, PixelDecision
 from core.frame_fit import fit_cores
-from core.kdrsdl import KDRSDLResult, kdrsdl
+from core.postprocess import postprocess, square
+from core.kdrsdl import KDRSDLResult
+from core.refit import RefitReport, Refitter, RefitSettings
 from core.products import sandwich
 from core.state import KDRSDLState, slide_state
 
 #: 1 / Phi^-1(3/4): turns a median absolute deviation into a Gaussian sigma.
 MAD_TO_SIGMA = 1.4826
 #: Version of the :meth:`KDRSDLBackgroundSubtractor.checkpoint` layout.
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
 _STATE_ARRAYS = ("A", "B", "K", "R", "E", "Lam", "Y", "M")
 _STATE_SCALARS = ("mu", "muK", "muK0")
 #: The subtractor's attributes a checkpoint stores as ``counters``, in this order.
@@ -101,6 +104,28 @@ class BackgroundParams:
         the frame's own core fitted robustly on the fixed dictionary ("fit",
         ALGORITHM.md "Cheaper still"; it follows illumination changes but also
         absorbs part of slow or large objects).
+    decision : {"pixel", "global"}
+        How a frame's pixels are judged: "pixel" (default), against per-pixel bands of the
+        background's own spread with spatial tolerance and blink feedback
+        (:mod:`core.decision`); "global", the earlier rule, one threshold
+        ``max(min_threshold, k_sigma * MAD sigma of the frame)`` for every pixel.
+    e_cut : float
+        "pixel": samples of the window whose KDRSDL sparse part |E| exceeds this (intensity)
+        are foreground and left out of the per-pixel spread.
+    pixel_floor : float
+        "pixel": smallest band half-width (intensity; 0.06 = 15 gray levels).
+    tolerance : int
+        "pixel": side (pixels) of the neighbourhood whose band a pixel may match (absorbs
+        jitter); 1 = none.
+    blink_gain : float
+        "pixel": band widening per unit of a pixel's blink count (0 = no feedback).
+    update_blend : float
+        Weight of the background in the pixels under the (dilated) mask when a frame enters
+        the window: 0 learns the frame as it is (a still object is absorbed within a
+        window); 1 never learns foreground (a false detection then never heals). 0.7 keeps a
+        still person in office while ghosts fade.
+    update_margin : int
+        Side (pixels) of the dilation of the mask for ``update_blend``.
     async_refit : bool
         Run window refits on a background thread (numpy releases the GIL in BLAS
         and most ufuncs), so a frame never waits for a refit: frames keep the
@@ -128,12 +153,20 @@ class BackgroundParams:
     global_offset: bool = True
     downscale: int = 1
     frame_model: str = "mean"
+    decision: str = "pixel"
+    e_cut: float = 0.05
+    pixel_floor: float = 0.06
+    tolerance: int = 5
+    blink_gain: float = 0.1
+    update_blend: float = 0.7
+    update_margin: int = 5
     async_refit: bool = False
 
     def validate(self):
         """Raise ValueError naming the first out-of-range knob."""
         ints = {"window": 2, "window_stride": 1, "rank": 1, "refit_interval": 1, "refit_max_iter": 1,
-                "frame_iters": 1, "open_size": 0, "close_size": 0, "downscale": 1}
+                "frame_iters": 1, "open_size": 0, "close_size": 0, "downscale": 1, "tolerance": 1,
+                "update_margin": 0}
         for name, low in ints.items():
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < low:
@@ -148,8 +181,14 @@ class BackgroundParams:
                 raise ValueError(f"{name} must be a finite number > 0 or None, got {v!r}")
         if self.frame_model not in ("mean", "last", "fit"):
             raise ValueError(f"frame_model must be 'mean', 'last' or 'fit', got {self.frame_model!r}")
-        if not (isinstance(self.min_threshold, (int, float)) and 0 <= self.min_threshold < 1):
-            raise ValueError(f"min_threshold must be in [0, 1), got {self.min_threshold!r}")
+        if self.decision not in ("pixel", "global"):
+            raise ValueError(f"decision must be 'pixel' or 'global', got {self.decision!r}")
+        for name, low, high in (("min_threshold", 0, 1), ("pixel_floor", 0, 1), ("e_cut", 0, 1), ("blink_gain", 0, 10),
+                                ("update_blend", 0, 1)):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and low <= v <= high) or \
+                    (name in ("min_threshold", "pixel_floor") and v == high):
+                raise ValueError(f"{name} must be in [{low}, {high}], got {v!r}")
         return self
 
 
@@ -165,47 +204,16 @@ class FrameResult:
         Foreground score |x - L| in [0, 1].
     threshold : float
         Threshold applied to ``score``.
-    refit : dict or None
-        Facts of a window refit finished at this frame (``n_iter``, ``converged``,
-        ``residual``, ``rank``, ``warm``, ``seconds``); or, when the refit failed
-        numerically and the model was reset to a cold start, ``reset=True`` and
-        ``error``; None when no refit ran.
+    refit : RefitReport or None
+        The window refit installed at this frame (:class:`core.refit.RefitReport`: a solution,
+        or ``reset`` after numerical trouble, when the model starts cold at the next refit);
+        None when none was.
     """
 
     fgmask: np.ndarray
     score: np.ndarray
     threshold: float
-    refit: Optional[dict] = field(default=None)
-
-
-def postprocess(mask, open_size=3, close_size=7, fill_holes=True):
-    """Clean a binary foreground mask: opening, then closing, then hole filling.
-
-    The opening and closing use square structuring elements, computed as
-    separable minimum and maximum filters (``scipy.ndimage``) with the image
-    edges reflected, so objects touching the border are not eroded away.
-
-    Parameters
-    ----------
-    mask : ndarray, shape (h, w), bool
-    open_size, close_size : int
-        Sides in pixels of the squares; 0 or 1 skips the step.
-    fill_holes : bool
-        Fill holes in the blobs (``scipy.ndimage.binary_fill_holes``).
-
-    Returns
-    -------
-    ndarray, shape (h, w), bool
-    """
-    m = mask.astype(np.uint8)
-    if open_size > 1:
-        m = scipy.ndimage.maximum_filter(scipy.ndimage.minimum_filter(m, open_size), open_size)
-    if close_size > 1:
-        m = scipy.ndimage.minimum_filter(scipy.ndimage.maximum_filter(m, close_size), close_size)
-    m = m.astype(bool)
-    if fill_holes:
-        m = scipy.ndimage.binary_fill_holes(m)
-    return m
+    refit: Optional[RefitReport] = field(default=None)
 
 
 def _block_mean(x, f):
@@ -243,8 +251,7 @@ class KDRSDLBackgroundSubtractor:
 
     def __init__(self, params=None, **overrides):
         params = params or BackgroundParams()
-        self._executor = None
-        self._future = None
+        self._refitter = None
         #: Resets to a cold start after numerical trouble in a refit (int, never cleared).
         self.n_resets = 0
         for k, v in overrides.items():
@@ -252,10 +259,7 @@ class KDRSDLBackgroundSubtractor:
                 raise ValueError(f"unknown parameter {k!r}")
             setattr(params, k, v)
         self.params = params.validate()
-        if self.params.async_refit:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdrsdl-refit")
+        self._refitter = Refitter(self.params.async_refit)
         self.reset()
 
     def reset(self):
@@ -268,14 +272,13 @@ class KDRSDLBackgroundSubtractor:
         self._new_in_window = 0    # frames entered since the last refit
         self._result = None
         self._result_start = 0     # _win_start of the window the result was solved on
-        self._last_refit = None
-        if self._future is not None:
-            self._future.cancel()
-        self._future = None
+        self._refitter.cancel()
         self.n_frames = 0
         self._background = None
         self._lam = None
-
+        self._sigma = None         # per-pixel spread of the background (solve resolution)
+        self._decider = None       # PixelDecision: per-pixel feedback state
+        self._sync_refit = None    # RefitReport of an inline refit run after the last frame
 
     # ----------------------------------------------------------------- OpenCV API
     def apply(self, image, fgmask=None, learningRate=-1):
@@ -348,6 +351,11 @@ class KDRSDLBackgroundSubtractor:
             st = self._result.state
             for name in _STATE_ARRAYS + _STATE_SCALARS:
                 out["state_" + name] = np.asarray(getattr(st, name))
+            if self._sigma is not None:
+                out["sigma"] = self._sigma
+        if self._decider is not None:
+            for name in PixelDecision.STATE:
+                out["decision_" + name] = getattr(self._decider, name)
         return out
 
     def restore(self, ckpt):
@@ -424,6 +432,21 @@ class KDRSDLBackgroundSubtractor:
         for name, value in zip(_COUNTERS, counters):
             setattr(self, name, value)
         self._lam = lam
+        if result is not None and p.decision == "pixel":
+            sigma = np.asarray(ckpt["sigma"], dtype=np.float32)
+            if sigma.shape != small or not np.isfinite(sigma).all():
+                raise ValueError(f"checkpoint sigma of shape {sigma.shape} does not fit frames of {shape}")
+            self._sigma = sigma
+        if "decision_v" in ckpt:
+            decider = PixelDecision(shape, DecisionParams(
+                k_sigma=p.k_sigma, floor=p.pixel_floor, tolerance=p.tolerance, blink_gain=p.blink_gain),
+                p.open_size, p.close_size, p.fill_holes)
+            for name in PixelDecision.STATE:
+                a = np.asarray(ckpt["decision_" + name], dtype=getattr(decider, name).dtype)
+                if a.shape != shape or not np.isfinite(a).all():
+                    raise ValueError(f"checkpoint decision state {name} does not fit frames of {shape}")
+                setattr(decider, name, a.copy())
+            self._decider = decider
         if result is not None:
             self._result = result
             if p.frame_model == "last":
@@ -437,7 +460,10 @@ class KDRSDLBackgroundSubtractor:
         return None if self._result is None else self._result.state
 
     def process(self, image):
-        """Score, threshold and learn one frame; see :meth:`apply`.
+        """Score, decide and learn one frame; see :meth:`apply`.
+
+        The frame is judged against the background of the frames before it, then enters
+        the window (foreground pixels blended towards the background, ``update_blend``).
 
         Returns
         -------
@@ -451,7 +477,7 @@ class KDRSDLBackgroundSubtractor:
         small = _block_mean(x, p.downscale)
         if self._lam is None:
             self._lam = p.lam if p.lam is not None else 1.0 / np.sqrt(p.window * max(small.shape))
-        refit = self._learn(small)
+        refit = self._collect()
         bg_small = self._background_small(small)
         if p.global_offset and self._result is not None:
             # the frame's global brightness change since the window was solved (clouds, auto-exposure)
@@ -459,17 +485,34 @@ class KDRSDLBackgroundSubtractor:
         bg = self._upsample(bg_small, x.shape)
         score = np.abs(x - bg)
         self._background = bg
-        if p.threshold is not None:
-            t = p.threshold
+        t = self._global_threshold(score, small, bg_small)
+        if self._result is None:
+            mask = score > t
+        elif p.decision == "pixel":
+            if self._decider is None:
+                self._decider = PixelDecision(x.shape, DecisionParams(
+                    k_sigma=p.k_sigma, floor=p.pixel_floor, tolerance=p.tolerance, blink_gain=p.blink_gain),
+                    p.open_size, p.close_size, p.fill_holes)
+            mask = self._decider.decide(x, bg, self._upsample(self._sigma, x.shape))
         else:
-            resid = score if p.downscale == 1 else np.abs(small - bg_small)
-            sigma = MAD_TO_SIGMA * float(np.median(resid))
-            t = max(p.min_threshold, p.k_sigma * sigma)
-        mask = score > t
-        if self._result is not None:
-            mask = postprocess(mask, p.open_size, p.close_size, p.fill_holes)
+            mask = postprocess(score > t, p.open_size, p.close_size, p.fill_holes)
+        learnt = small
+        if self._result is not None and p.update_blend > 0 and mask.any():
+            under = mask if p.update_margin <= 1 else cv2.dilate(mask.view(np.uint8), square(p.update_margin)).view(bool)
+            under = _block_mean(under.astype(np.float32), p.downscale) > 0
+            w = np.float32(p.update_blend)
+            learnt = np.where(under, w * bg_small + (1 - w) * small, small).astype(np.float32)
+        self._learn(learnt, refit)
         self.n_frames += 1
-        return FrameResult(fgmask=mask.astype(np.uint8) * 255, score=score, threshold=float(t), refit=refit)
+        return FrameResult(fgmask=mask.astype(np.uint8) * 255, score=score, threshold=float(t),
+                           refit=refit if refit is not None else self._sync_refit)
+
+    def _global_threshold(self, score, small, bg_small):
+        p = self.params
+        if p.threshold is not None:
+            return p.threshold
+        resid = score if p.downscale == 1 else np.abs(small - bg_small)
+        return max(p.min_threshold, p.k_sigma * MAD_TO_SIGMA * float(np.median(resid)))
 
     @staticmethod
     def _as_float(image):
@@ -495,9 +538,10 @@ class KDRSDLBackgroundSubtractor:
         out[:, w:] = out[:, w - 1:w]
         return out
 
-    def _learn(self, small):
+    def _learn(self, small, refit):
+        """Put a frame into the window when its turn comes, and start a refit when one is due."""
         p = self.params
-        refit = self._collect()
+        self._sync_refit = None
         self._since_window += 1
         entered = False
         if not self._window or self._since_window >= p.window_stride:
@@ -510,8 +554,8 @@ class KDRSDLBackgroundSubtractor:
                 self._win_start += 1
         self._since_refit += 1
         n = len(self._window)
-        if self._future is not None:
-            return refit  # a refit is running; the next one waits for it
+        if self._refitter.busy:
+            return  # a refit is running; the next one waits for it
         growing = self._result is None or self._result.state.n_slices < p.window
         if growing:
             # cold fits at 2, 4, 8, ... frames, then at the full window
@@ -519,8 +563,7 @@ class KDRSDLBackgroundSubtractor:
         else:
             due = self._since_refit >= p.refit_interval and self._new_in_window > 0
         if not due:
-            return refit
-        X = np.stack(self._window)
+            return
         init = None
         if not growing:
             # A window that slid past all of the last solution's frames (a refit slower than a
@@ -529,65 +572,30 @@ class KDRSDLBackgroundSubtractor:
                                                        self._result.state.n_slices))
         self._since_refit = 0
         self._new_in_window = 0
-        if self._executor is None:
-            self._install(self._solve(X, init, self._win_start))
-            return self._last_refit
-        self._future = self._executor.submit(self._solve, X, init, self._win_start)
-        return refit
+        settings = RefitSettings(rank=p.rank, lam=self._lam, alpha=p.alpha, tol=p.refit_tol,
+                                 max_iter=p.refit_max_iter, backoff=p.refit_backoff, rebalance=p.rebalance,
+                                 e_cut=p.e_cut if p.decision == "pixel" else None)
+        report = self._refitter.submit(np.stack(self._window), init, self._win_start, settings)
+        if report is not None:
+            self._install(report)
+            self._sync_refit = report
 
     def _collect(self):
-        """Install a finished background refit; its facts, or None."""
-        if self._future is None or not self._future.done():
-            return None
-        future, self._future = self._future, None
-        self._install(future.result())
-        return self._last_refit
+        """Install a finished background refit; its report, or None."""
+        report = self._refitter.collect()
+        if report is not None:
+            self._install(report)
+        return report
 
-    def _install(self, outcome):
-        kind, payload, start, seconds = outcome
-        if kind == "error":
+    def _install(self, report):
+        if report.reset:
             # Numerical trouble: drop the solution, keep the frames, start cold next time.
             self._result = None
             self.n_resets += 1
-            self._last_refit = {"reset": True, "error": payload, "seconds": seconds}
             return
-        res, warm = payload
-        self._result, self._result_start = res, start
+        self._result, self._result_start, self._sigma = report.result, report.start, report.sigma
         if self.params.frame_model == "last":
-            self._last_bg = sandwich(res.A, res.R[-1:], res.B)[0] + res.M
-        s = np.linalg.svd(res.A, compute_uv=False)
-        self._last_refit = {
-            "n_iter": res.n_iter,
-            "converged": res.converged,
-            "residual": float(res.criterion[-1]),
-            "rank": int(np.sum(s > 1e-3 * s[0])) if s[0] > 0 else 0,
-            "warm": warm,
-            "seconds": seconds,
-        }
-
-    def _solve(self, X, init, start):
-        """KDRSDL on a window snapshot; returns ``(kind, payload, start, seconds)``, never raises."""
-        p = self.params
-        t0 = time.perf_counter()
-        try:
-            r = min(p.rank, *X.shape[1:])
-            # Overflow is caught below by the finiteness checks and turned into a counted
-            # reset to a cold start, so NumPy's floating-point warnings are not needed here
-            # (np.errstate is per thread and context). A refit stops at refit_max_iter by
-            # design: no ConvergenceWarning (warnings filters are process-wide, not per thread).
-            with np.errstate(all="ignore"):
-                if init is None:
-                    res = kdrsdl(X, r, lam=self._lam, alpha=p.alpha, mean=True, tol=p.refit_tol,
-                                 max_iter=3 * p.refit_max_iter, warn=False)
-                else:
-                    res = kdrsdl(X, r, lam=self._lam, alpha=p.alpha, mean=True, tol=p.refit_tol,
-                                 max_iter=p.refit_max_iter, init=init, backoff=p.refit_backoff,
-                                 rebalance=p.rebalance, warn=False)
-            if not all(np.isfinite(a).all() for a in (res.A, res.B, res.M, res.R)):
-                raise FloatingPointError("window refit produced non-finite values")
-            return "ok", (res, init is not None), start, time.perf_counter() - t0
-        except (FloatingPointError, np.linalg.LinAlgError, ValueError) as exc:
-            return "error", f"{type(exc).__name__}: {exc}", start, time.perf_counter() - t0
+            self._last_bg = sandwich(self._result.A, self._result.R[-1:], self._result.B)[0] + self._result.M
 
     def _background_small(self, small):
         if self._result is None:

@@ -75,6 +75,20 @@ class ModelConfig(_Strict):
     global_offset: bool = True
     downscale: int = Field(1, ge=1, le=16)
     frame_model: str = "mean"
+    decision: str = "pixel"
+    e_cut: float = Field(0.05, ge=0, le=1)
+    pixel_floor: float = Field(0.06, ge=0, lt=1)
+    tolerance: int = Field(5, ge=1, le=51)
+    blink_gain: float = Field(0.1, ge=0, le=10)
+    update_blend: float = Field(0.7, ge=0, le=1)
+    update_margin: int = Field(5, ge=0, le=51)
+
+    @field_validator("decision")
+    @classmethod
+    def _decision(cls, v):
+        if v not in ("pixel", "global"):
+            raise ValueError("must be 'pixel' or 'global'")
+        return v
 
     @field_validator("frame_model")
     @classmethod

@@ -15,13 +15,16 @@ where the method has one, a continuous foreground score for ROC curves):
 A method whose package is not installed raises :class:`Unavailable` with the install command.
 """
 
+import os
+import tempfile
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import cv2
 import numpy as np
 
-from core.background import BackgroundParams, KDRSDLBackgroundSubtractor, postprocess
+from core.background import BackgroundParams, KDRSDLBackgroundSubtractor
+from core.postprocess import postprocess
 
 PEERS_INSTALL = "pip install 'kdrsdl-stream[peers]' (builds pybgs; needs Debian's libopencv-dev, cmake, g++)"
 
@@ -86,7 +89,16 @@ def _pybgs(name):
         import pybgs
     except ImportError:
         raise Unavailable(f"pybgs is not installed: {PEERS_INSTALL}") from None
-    algo = {"subsense": pybgs.SuBSENSE, "pawcs": pybgs.PAWCS}[name]()
+    # BGSLibrary reads ./config/<Name>.xml at construction if present, and writes its settings
+    # there: build it in an empty directory, so the defaults always apply and nothing is left behind.
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory() as scratch:
+        os.mkdir(os.path.join(scratch, "config"))
+        os.chdir(scratch)
+        try:
+            algo = {"subsense": pybgs.SuBSENSE, "pawcs": pybgs.PAWCS}[name]()
+        finally:
+            os.chdir(here)
     three_channels = name == "pawcs"
 
     def apply(frame):

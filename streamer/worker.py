@@ -226,22 +226,23 @@ def run_worker(cfg, stop, log, notify=None):
                 dropped_error.inc()
                 continue
             m["solve_duration"].observe(time.perf_counter() - t0)
-            if res.refit is not None:
-                if res.refit.get("reset"):
+            r = res.refit
+            if r is not None:
+                if r.reset:
                     m["solver_resets"].inc()
-                    log.warning("solver reset to a cold start: %s", res.refit["error"])
+                    log.warning("solver reset to a cold start: %s", r.error)
                     solver = {"start": "reset", "iterations": 0, "residual": None, "rank": 0}
                 else:
-                    mode = "warm" if res.refit["warm"] else "cold"
+                    mode = "warm" if r.warm else "cold"
+                    rank = r.rank
                     metrics.solver_starts.labels(camera, mode).inc()
-                    m["solver_iterations"].observe(res.refit["n_iter"])
-                    m["solver_residual"].set(res.refit["residual"])
-                    m["solver_rank"].set(res.refit["rank"])
-                    m["refit_duration"].observe(res.refit["seconds"])
-                    if not res.refit["converged"]:
+                    m["solver_iterations"].observe(r.n_iter)
+                    m["solver_residual"].set(r.residual)
+                    m["solver_rank"].set(rank)
+                    m["refit_duration"].observe(r.seconds)
+                    if not r.converged:
                         m["solver_not_converged"].inc()
-                    solver = {"start": mode, "iterations": res.refit["n_iter"],
-                              "residual": res.refit["residual"], "rank": res.refit["rank"]}
+                    solver = {"start": mode, "iterations": r.n_iter, "residual": r.residual, "rank": rank}
             fg_ratio = float(np.count_nonzero(res.fgmask)) / res.fgmask.size
             latency = (time.time_ns() - h["t_capture_ns"]) / 1e9
             parts = encode("mask", camera, epoch, seq, h["t_capture_ns"], res.fgmask,

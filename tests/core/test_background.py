@@ -144,7 +144,7 @@ def test_checkpoint_restore_continues_exactly_as_uninterrupted(frame_model):
         np.testing.assert_array_equal(a.fgmask, b.fgmask)
         assert (a.refit is None) == (b.refit is None)
         if b.refit is not None:
-            assert b.refit["warm"] and b.refit["n_iter"] == a.refit["n_iter"]
+            assert b.refit.warm and b.refit.n_iter == a.refit.n_iter
             warm_refits += 1
     assert warm_refits >= 4
 
@@ -186,5 +186,5 @@ def test_refit_after_the_window_slid_past_the_whole_last_solution():
         res = sub.process(scene.frame_uint8(t))
         if res.refit is not None:
             refits.append(res.refit)
-    assert [r["warm"] for r in refits[-4:]] == [True] * 4
+    assert [r.warm for r in refits[-4:]] == [True] * 4
     assert sub.state.n_slices == 8

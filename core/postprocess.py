@@ -1,0 +1,68 @@
+"""Mask post-processing with OpenCV's morphology and flood fill: opening, closing, hole filling.
+
+Equivalent to separable min/max filters with the image edges neutral (an object touching the
+border is not eroded away) and to ``scipy.ndimage.binary_fill_holes`` with its default
+4-connected background, at about a twentieth of their cost (measured at 320 x 240:
+0.1 ms against 2-4 ms).
+"""
+
+import cv2
+import numpy as np
+
+_SQUARES = {}
+
+
+def square(side):
+    """A ``side`` x ``side`` square structuring element, uint8 (cached)."""
+    if side not in _SQUARES:
+        _SQUARES[side] = cv2.getStructuringElement(cv2.MORPH_RECT, (side, side))
+    return _SQUARES[side]
+
+
+def fill_holes(mask):
+    """Set the background regions not 4-connected to the image border to foreground.
+
+    Parameters
+    ----------
+    mask : ndarray, shape (h, w), uint8 (0 or 1)
+
+    Returns
+    -------
+    ndarray, shape (h, w), uint8 (0 or 1)
+    """
+    h, w = mask.shape
+    padded = np.zeros((h + 2, w + 2), np.uint8)
+    padded[1:-1, 1:-1] = mask
+    flood = np.zeros((h + 4, w + 4), np.uint8)
+    # flood the background from the padded border; what it cannot reach is a hole
+    cv2.floodFill(padded, flood, (0, 0), 2, flags=4)
+    return (padded[1:-1, 1:-1] != 2).astype(np.uint8)
+
+
+def postprocess(mask, open_size=3, close_size=7, fill=True):
+    """Clean a binary foreground mask: opening, then closing, then hole filling.
+
+    Parameters
+    ----------
+    mask : ndarray, shape (h, w), bool or uint8
+        Foreground where nonzero.
+    open_size, close_size : int
+        Sides in pixels of the square structuring elements; 0 or 1 skips the step. The
+        opening removes specks smaller than the square; the closing joins the parts of an
+        object split where it matches the background.
+    fill : bool
+        Fill the holes of the blobs (the uniform inside of a vehicle scores low against the
+        background but is foreground).
+
+    Returns
+    -------
+    ndarray, shape (h, w), bool
+    """
+    m = np.asarray(mask).astype(np.uint8)
+    if open_size > 1:
+        m = cv2.morphologyEx(m, cv2.MORPH_OPEN, square(open_size))
+    if close_size > 1:
+        m = cv2.morphologyEx(m, cv2.MORPH_CLOSE, square(close_size))
+    if fill:
+        m = fill_holes(m)
+    return m.astype(bool)

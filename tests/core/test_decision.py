@@ -1,0 +1,95 @@
+"""The per-pixel decision (core.decision) and the OpenCV post-processing (core.postprocess)."""
+
+import numpy as np
+import pytest
+import scipy.ndimage
+
+from core.background import KDRSDLBackgroundSubtractor
+from core.decision import DecisionParams, PixelDecision, pixel_spread
+from core.postprocess import postprocess
+
+
+def test_pixel_spread_recovers_each_pixels_noise_and_ignores_foreground_in_E():
+    rng = np.random.default_rng(0)
+    N, m, n = 400, 8, 10
+    sigma = np.linspace(0.005, 0.05, m * n, dtype=np.float32).reshape(m, n)
+    M = np.full((m, n), 0.5, np.float32)
+    X = (M + sigma * rng.standard_normal((N, m, n))).astype(np.float32)
+    E = np.zeros_like(X)
+    X[::5, 2:4, 3:6] = 0.95  # an object in a fifth of the frames, which KDRSDL put in E
+    E[::5, 2:4, 3:6] = 0.45
+    est = pixel_spread(X, M, E, e_cut=0.05)
+    # 400 samples (320 where the object was): the sigma estimate's relative standard error is
+    # about 0.76 / sqrt(320) = 4%; 15% is over three of those.
+    np.testing.assert_allclose(est, sigma, rtol=0.15)
+    # every sample left out: 0, so the floor applies
+    assert (pixel_spread(X, M, np.ones_like(E), e_cut=0.05) == 0).all()
+
+
+def test_band_tolerance_absorbs_a_one_pixel_shift_of_an_edge():
+    bg = np.zeros((20, 20), np.float32)
+    bg[:, 10:] = 0.8  # a vertical edge
+    shifted = np.zeros_like(bg)
+    shifted[:, 11:] = 0.8  # the camera moved one pixel
+    sigma = np.full_like(bg, 0.01)
+    strict = PixelDecision(bg.shape, DecisionParams(tolerance=1, blink_gain=0), open_size=0, close_size=0, fill=False)
+    tolerant = PixelDecision(bg.shape, DecisionParams(tolerance=3, blink_gain=0), open_size=0, close_size=0, fill=False)
+    assert strict.decide(shifted, bg, sigma)[:, 10].all()  # the edge column lights up without tolerance
+    assert not tolerant.decide(shifted, bg, sigma).any()  # it matches its neighbour's band with it
+    # a real object is still found with tolerance
+    obj = bg.copy()
+    obj[5:9, 2:6] = 0.9
+    assert tolerant.decide(obj, bg, sigma)[5:9, 2:6].sum() >= 4
+
+
+def test_blink_feedback_widens_the_band_where_decisions_flicker_not_under_objects():
+    shape = (30, 30)
+    bg = np.full(shape, 0.5, np.float32)
+    sigma = np.full(shape, 0.01, np.float32)
+    dec = PixelDecision(shape, DecisionParams(tolerance=1, floor=0.06), open_size=0, close_size=0, fill=False)
+    for t in range(40):
+        x = bg.copy()
+        x[2:6, 2:6] = 0.5 + (0.1 if t % 2 else 0.0)  # flickering background (water, leaves)
+        x[15:25, 15:25] = 0.9  # an object that stays
+        dec.decide(x, bg, sigma)
+    # Only the on-flips count (an off-flip is inside the previous frame's detection): v climbs
+    # until the band covers the flicker, 0.06 (1 + 0.1 v) > 0.1 at v > 6.7, and the firing stops.
+    assert dec.v[2:6, 2:6].min() > 6.7
+    assert dec.v[15:25, 15:25].max() == 0  # the object's pixels never flip
+    # the flicker no longer fires once its band has widened: 0.06 * (1 + 0.1 * v) > 0.1
+    x = bg.copy()
+    x[2:6, 2:6] = 0.6
+    assert not dec.decide(x, bg, sigma)[2:6, 2:6].any()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_postprocess_equals_the_scipy_reference(seed):
+    """OpenCV's morphology and flood fill give exactly scipy's min/max filters and binary_fill_holes."""
+    rng = np.random.default_rng(seed)
+    mask = scipy.ndimage.binary_dilation(rng.random((60, 80)) < 0.02, iterations=3) ^ (rng.random((60, 80)) < 0.05)
+    m = mask.astype(np.uint8)
+    m = scipy.ndimage.maximum_filter(scipy.ndimage.minimum_filter(m, 3), 3)
+    m = scipy.ndimage.minimum_filter(scipy.ndimage.maximum_filter(m, 7), 7)
+    want = scipy.ndimage.binary_fill_holes(m.astype(bool))
+    np.testing.assert_array_equal(postprocess(mask, 3, 7, True), want)
+
+
+def still_object_recall(update_blend):
+    """Recall on an object that walks in at frame 100 and stands still, at frame 299."""
+    rng = np.random.default_rng(1)
+    bg = (0.3 + 0.2 * rng.random((48, 64))).astype(np.float32)
+    sub = KDRSDLBackgroundSubtractor(update_blend=update_blend)
+    for t in range(300):
+        x = bg + 0.01 * rng.standard_normal(bg.shape).astype(np.float32)
+        if t >= 100:
+            x[10:30, 20:40] = 0.9
+        mask = sub.apply(np.clip(x, 0, 1))
+    return float((mask[10:30, 20:40] > 0).mean())
+
+
+def test_a_still_object_stays_foreground_longer_with_the_conditional_update():
+    # The default window spans 240 frames. Learnt as it is, the object is background 200 frames
+    # after it stopped (measured recall 0.0); learnt at 0.3 per window entry it is still whole
+    # (1.0). It fades in the end all the same (measured: gone by frame 500), as a ghost must.
+    assert still_object_recall(0.7) > 0.9
+    assert still_object_recall(0.0) < 0.1
