@@ -156,7 +156,8 @@ class BackgroundParams:
     decision: str = "pixel"
     e_cut: float = 0.05
     pixel_floor: float = 0.06
-    tolerance: int = 5
+    tolerance: int = 3
+    shadow: bool = False
     blink_gain: float = 0.1
     update_blend: float = 0.7
     update_margin: int = 5
@@ -439,7 +440,8 @@ class KDRSDLBackgroundSubtractor:
             self._sigma = sigma
         if "decision_v" in ckpt:
             decider = PixelDecision(shape, DecisionParams(
-                k_sigma=p.k_sigma, floor=p.pixel_floor, tolerance=p.tolerance, blink_gain=p.blink_gain),
+                k_sigma=p.k_sigma, floor=p.pixel_floor, tolerance=p.tolerance, blink_gain=p.blink_gain,
+                    shadow=p.shadow),
                 p.open_size, p.close_size, p.fill_holes)
             for name in PixelDecision.STATE:
                 a = np.asarray(ckpt["decision_" + name], dtype=getattr(decider, name).dtype)
@@ -491,7 +493,8 @@ class KDRSDLBackgroundSubtractor:
         elif p.decision == "pixel":
             if self._decider is None:
                 self._decider = PixelDecision(x.shape, DecisionParams(
-                    k_sigma=p.k_sigma, floor=p.pixel_floor, tolerance=p.tolerance, blink_gain=p.blink_gain),
+                    k_sigma=p.k_sigma, floor=p.pixel_floor, tolerance=p.tolerance, blink_gain=p.blink_gain,
+                    shadow=p.shadow),
                     p.open_size, p.close_size, p.fill_holes)
             mask = self._decider.decide(x, bg, self._upsample(self._sigma, x.shape))
         else:

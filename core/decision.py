@@ -47,17 +47,7 @@ def pixel_spread(X, M, E, e_cut):
         ``sqrt(pi/2)`` times the mean absolute deviation from ``M`` of the kept samples
         (the Gaussian sigma); 0 where every sample was left out (the floor then applies).
     """
-    import os
-    est = os.environ.get("KDRSDL_SPREAD", "mean_e")
     dev = np.abs(X - M[None], dtype=np.float32)
-    if est == "mad":
-        return (1.4826 * np.median(dev, axis=0)).astype(np.float32)
-    if est == "mad_e":
-        dev = np.where(np.abs(E) <= e_cut, dev, np.float32(np.inf))
-        n = np.isfinite(dev).sum(axis=0)
-        srt = np.sort(dev, axis=0)
-        med = np.take_along_axis(srt, np.maximum((n - 1) // 2, 0)[None], axis=0)[0]
-        return np.where(n > 0, 1.4826 * med, 0).astype(np.float32)
     keep = np.abs(E) <= e_cut
     n = keep.sum(axis=0)
     total = np.where(keep, dev, 0).sum(axis=0, dtype=np.float32)
@@ -94,6 +84,10 @@ class DecisionParams:
     blink_down: float = 0.1
     blink_max: float = 20.0
     object_margin: int = 5
+    shadow: bool = False
+    shadow_ratio: tuple = (0.5, 0.92)
+    shadow_spread: float = 0.04
+    shadow_window: int = 5
 
 
 class PixelDecision:
@@ -132,6 +126,18 @@ class PixelDecision:
             lo, hi = cv2.erode(lo, k), cv2.dilate(hi, k)
         return lo, hi
 
+    def shadow(self, x, bg):
+        """Pixels that look like a cast shadow on the background, bool (h, w): darker by a ratio
+        that is uniform over the neighbourhood (a shadow scales the background's texture; an
+        object replaces it)."""
+        p = self.params
+        r = x / np.maximum(bg, np.float32(1 / 255))
+        k = (p.shadow_window, p.shadow_window)
+        mean = cv2.blur(r, k)
+        var = cv2.blur(r * r, k) - mean * mean
+        lo, hi = p.shadow_ratio
+        return (r > lo) & (r < hi) & (var < np.float32(p.shadow_spread ** 2))
+
     def decide(self, x, bg, sigma):
         """Foreground mask of one frame, and the feedback update.
 
@@ -151,7 +157,10 @@ class PixelDecision:
         """
         p = self.params
         lo, hi = self.band(bg, sigma)
-        raw = (x < lo) | (x > hi)
+        dark = x < lo
+        if p.shadow and dark.any():
+            dark &= ~self.shadow(x, bg)
+        raw = dark | (x > hi)
         if p.blink_gain > 0:
             objects = self.prev_obj
             if p.object_margin > 1:
