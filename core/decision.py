@@ -113,11 +113,15 @@ class PixelDecision:
         self.v = np.zeros(shape, np.float32)
         self.prev_raw = np.zeros(shape, bool)
         self.prev_obj = np.zeros(shape, bool)
+        self._half = None  # (sigma, its band half-width before the blink widening)
 
     def band(self, bg, sigma):
         """Lower and upper ends of the background band, each float32 (h, w)."""
         p = self.params
-        h = np.maximum(np.float32(p.k_sigma) * sigma, np.float32(p.floor))
+        if self._half is None or self._half[0] is not sigma:
+            # sigma changes at refits only: its half-width is kept until the next one
+            self._half = (sigma, np.maximum(np.float32(p.k_sigma) * sigma, np.float32(p.floor)))
+        h = self._half[1]
         if p.blink_gain > 0:
             h = h * (1 + np.float32(p.blink_gain) * self.v)
         lo, hi = bg - h, bg + h
@@ -166,7 +170,8 @@ class PixelDecision:
             if p.object_margin > 1:
                 objects = cv2.dilate(objects.view(np.uint8), square(p.object_margin)).view(bool)
             counted = (raw != self.prev_raw) & ~objects
-            self.v += np.where(counted, np.float32(p.blink_up), np.float32(-p.blink_down))
+            self.v -= np.float32(p.blink_down)
+            self.v[counted] += np.float32(p.blink_up + p.blink_down)
             np.clip(self.v, 0, p.blink_max, out=self.v)
         mask = postprocess(raw, *self.post)
         self.prev_raw, self.prev_obj = raw, mask

@@ -32,7 +32,8 @@ VARIANTS = {
     "no blink feedback": {"blink_gain": 0.0},
     "no global offset": {"global_offset": False},
     "no hole filling": {"fill_holes": False},
-    "spatial tolerance 3 instead of 5": {"tolerance": 3},
+    "spatial tolerance 5 instead of 3": {"tolerance": 5},
+    "with the shadow test": {"shadow": True},
 }
 
 
