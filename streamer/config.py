@@ -78,10 +78,11 @@ class ModelConfig(_Strict):
     decision: str = "pixel"
     e_cut: float = Field(0.05, ge=0, le=1)
     pixel_floor: float = Field(0.06, ge=0, lt=1)
-    tolerance: int = Field(5, ge=1, le=51)
+    tolerance: int = Field(3, ge=1, le=51)
     blink_gain: float = Field(0.1, ge=0, le=10)
     update_blend: float = Field(0.7, ge=0, le=1)
     update_margin: int = Field(5, ge=0, le=51)
+    shadow: bool = False
 
     @field_validator("decision")
     @classmethod

@@ -222,35 +222,40 @@ def test_paper_protocol_oracle_sweep(tmp_path):
 FIVE = HIGHWAY.parent.parent  # ../shared/data/cdnet2014: highway, office, pedestrians, badminton, canoe
 
 
+#: SuBSENSE's F on the five sequences, from the README's `kdrsdl evaluate` run (pybgs is
+#: deterministic; test_highway_subsense_agrees_with_an_independent_scorer re-checks highway):
+#: highway 0.949, office 0.909, pedestrians 0.933, badminton 0.773, canoe 0.648.
+SUBSENSE_MEAN = 0.842
+
+
 @pytest.fixture(scope="module")
 def five():
-    """Ours and the peers the streaming model v2 is judged against, on the five sequences, one run."""
-    need(FIVE)
-    methods = ["kdrsdl-stream", "mog2+post", "knn+post", "gsoc"]
-    try:
-        import pybgs  # noqa: F401
+    """Ours and the OpenCV peers the streaming model v2 is judged against, on the five sequences.
 
-        methods.append("subsense")
-    except ImportError:
-        pass
-    res = run_evaluate(FIVE, "cdnet", methods)
+    About 4 minutes on a quiet 2-core machine; 18 minutes measured with two other CPU-bound jobs
+    beside it, hence the timeout of the tests that use it.
+    """
+    need(FIVE)
+    res = run_evaluate(FIVE, "cdnet", ["kdrsdl-stream", "mog2+post", "knn+post", "gsoc"])
     return {name: {m: e["f_measure"] for m, e in s["methods"].items()} for name, s in res["sequences"].items()}
 
 
+@pytest.mark.timeout(1800)
 def test_streaming_model_mean_reaches_subsense(five):
-    """Issue 13: mean F over the five sequences at least SuBSENSE's in the same run.
+    """Issue 13: mean F over the five sequences at least SuBSENSE's.
 
-    Measured: ours 0.857, SuBSENSE 0.843 (without pybgs, 0.843 is that figure from the README run;
-    the runs are deterministic). The margin is 0.014, about one sequence moving by 0.07.
+    Measured: ours 0.857 (README run), SuBSENSE 0.842. The margin is about 0.015, one sequence
+    moving by 0.07.
     """
     assert len(five) == 5
     mean = {m: np.mean([f[m] for f in five.values()]) for m in next(iter(five.values()))}
-    assert mean["kdrsdl-stream"] >= mean.get("subsense", 0.843)
-    # and far above the peers that the model must beat on every sequence
+    assert mean["kdrsdl-stream"] >= SUBSENSE_MEAN
+    # and well above the peers that the model must beat on every sequence
     for peer in ("mog2+post", "knn+post", "gsoc"):
         assert mean["kdrsdl-stream"] > mean[peer] + 0.05, peer
 
 
+@pytest.mark.timeout(1800)
 @pytest.mark.xfail(strict=True, reason="issue 13 target not reached: pedestrians 0.936 against KNN+post 0.949")
 def test_streaming_model_beats_the_opencv_peers_on_every_sequence(five):
     for name, f in five.items():
