@@ -232,12 +232,18 @@ def _block_mean(x, f):
 class KDRSDLBackgroundSubtractor:
     """Background subtraction with KDRSDL on a sliding window of frames.
 
-    Keeps a window of past frames; every ``refit_interval`` frames it re-solves
-    KDRSDL on it (mean mode, warm-started from the previous solution: A, B and
-    duals, :func:`core.kdrsdl` with :func:`core.slide_state`). Every frame gets a
-    robust fit of its own core on the current dictionary (ALGORITHM.md, "Cheaper
-    still"), ``L = M + A R B^T``, and the foreground score ``|x - L|`` (the
-    paper's Section 5.1 score) thresholded into a mask.
+    A thin facade over the model's parts. The window: every ``window_stride``-th frame enters
+    it, foreground pixels blended towards the background (``update_blend``). The refits
+    (:mod:`core.refit`): every ``refit_interval`` frames KDRSDL is re-solved on the window in
+    mean mode, warm-started from the previous solution (A, B and duals, :func:`core.kdrsdl`
+    with :func:`core.slide_state`), inline or on a thread, and the background's per-pixel
+    spread is estimated with the samples in ``E`` left out. The decision
+    (:mod:`core.decision`): each frame's background is the window's robust mean ``M`` (plus
+    the frame's global offset; see ``frame_model`` for the alternatives) and a pixel is
+    foreground when it leaves its per-pixel band; the mask is then post-processed
+    (:mod:`core.postprocess`). The score ``|x - L|`` (the paper's Section 5.1 score) comes
+    with every mask. Checkpoints (:meth:`checkpoint`, :meth:`restore`) hold the window, the
+    solver state and the decision's per-pixel state.
 
     Until the first full window, the model is refitted cold at 2, 4, 8, ...
     frames, so masks come from the second frame on (rough at first).

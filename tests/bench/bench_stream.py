@@ -18,7 +18,6 @@ import sys
 import time
 
 import cv2
-import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
