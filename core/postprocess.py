@@ -2,8 +2,8 @@
 
 Equivalent to separable min/max filters with the image edges neutral (an object touching the
 border is not eroded away) and to ``scipy.ndimage.binary_fill_holes`` with its default
-4-connected background, at about a twentieth of their cost (measured at 320 x 240:
-0.1 ms against 2-4 ms).
+4-connected background (tests/core/test_decision.py checks the masks are identical), at about a
+twentieth of their cost (measured at 320 x 240: 0.2 ms against 4 ms).
 """
 
 import cv2

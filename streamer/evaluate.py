@@ -67,8 +67,26 @@ def parse_frames(spec):
     return a, b
 
 
-def _scored_labels(seq, numbers, shape):
-    """Labels of the scored frames, uint8 (len(numbers), h, w), ROI applied, values checked."""
+def scored_labels(seq, numbers, shape):
+    """Labels of the scored frames, ROI applied (outside it: 85, not scored), values checked.
+
+    Parameters
+    ----------
+    seq : streamer.cdnet.Sequence
+    numbers : list of int
+        Frame numbers (1-based).
+    shape : (int, int)
+        The frames' (h, w), pixels.
+
+    Returns
+    -------
+    ndarray, shape (len(numbers), h, w), uint8
+
+    Raises
+    ------
+    DatasetError
+        An unreadable ground truth, one of another size, or one with values that are not CDnet labels.
+    """
     roi = seq.roi(shape)
     out = np.empty((len(numbers),) + tuple(shape), np.uint8)
     for k, i in enumerate(numbers):
@@ -81,16 +99,35 @@ def _scored_labels(seq, numbers, shape):
     return out
 
 
-def _run_cdnet(name, sub, X, first, scored, G, picks, progress):
-    """One method over every frame; counts summed over the scored ones.
+def run_cdnet(sub, X, first, scored, G, picks, progress):
+    """One method over every frame of a sequence, CDnet's counts summed over the scored ones.
+
+    Parameters
+    ----------
+    sub : streamer.peers.Subtractor
+        A fresh instance of the method.
+    X : ndarray, shape (T, h, w), uint8
+        Every frame from ``first`` on, grayscale, decoded beforehand.
+    first : int
+        Frame number (1-based) of ``X[0]``.
+    scored : list of int
+        Frame numbers to score, ascending; ``G[k]`` holds the labels of ``scored[k]``.
+    G : ndarray, shape (len(scored), h, w), uint8
+        CDnet labels (:func:`scored_labels`).
+    picks : set of int
+        Frame numbers whose masks to keep (the report's contact sheet).
+    progress : tqdm
+        Advanced by one per frame.
 
     Returns
     -------
     entry : dict
-        Metrics, counts, AUC (None for a mask-only method), fps of the method's own calls.
+        Counts and CDnet's metrics, AUC (None for a mask-only method), fps of the method's own
+        calls (frames per second), their total ``seconds`` and the method's ``params``.
     picked : dict of int to ndarray
-        The masks of the frames in ``picks`` (frame number to bool (h, w)).
-    hist : ScoreHistogram or None
+        The masks of the frames in ``picks``, bool (h, w).
+    hist : core.metrics.ScoreHistogram or None
+        The continuous score's histogram (None for a mask-only method).
     """
     row = {i: k for k, i in enumerate(scored)}
     counts = Confusion(0, 0, 0, 0)
@@ -145,7 +182,7 @@ def evaluate_cdnet(seq, methods, frames=(None, None), report=None):
         raise DatasetError(f"{seq.input_path(scored[0])}: missing (the first input frame is {seq.first_input})")
     first, last = seq.first_input, scored[-1]
     X = seq.frames(first, last)
-    G = _scored_labels(seq, scored, X.shape[1:])
+    G = scored_labels(seq, scored, X.shape[1:])
     entry.update(frames_processed=len(X), processed=[first, last], scored=[scored[0], scored[-1]])
     picks = set(np.asarray(scored)[np.linspace(0, len(scored) - 1, min(CONTACT_ROWS, len(scored))).astype(int)].tolist())
     picked, hists = {}, {}
@@ -156,8 +193,7 @@ def evaluate_cdnet(seq, methods, frames=(None, None), report=None):
             entry["methods"][name] = {"available": False, "reason": str(exc)}
             continue
         with tqdm(total=len(X), desc=f"{seq.name} {name}", unit="frame", leave=False) as progress:
-            entry["methods"][name], picked[name], hists[name] = _run_cdnet(
-                name, sub, X, first, scored, G, picks, progress)
+            entry["methods"][name], picked[name], hists[name] = run_cdnet(sub, X, first, scored, G, picks, progress)
     if report is not None:
         _sequence_figures(report, seq, entry, hists, X, G, first, scored, picked)
     return entry
@@ -212,7 +248,7 @@ def evaluate_paper(seq, methods, frames=(None, None), sweep=False):
     if missing:
         raise DatasetError(f"{seq.gt_path(missing[0])}: missing (the paper protocol scores every frame of {a}..{b})")
     full = seq.frames(a, b)
-    G = _scored_labels(seq, numbers, full.shape[1:])
+    G = scored_labels(seq, numbers, full.shape[1:])
     X = np.stack([cv2.resize(f, PAPER_SIZE[::-1], interpolation=cv2.INTER_AREA) for f in full])
     G = np.stack([cv2.resize(g, PAPER_SIZE[::-1], interpolation=cv2.INTER_NEAREST) for g in G])
     valid, positive = cdnet_labels(G)

@@ -19,7 +19,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from core.background import BackgroundParams, KDRSDLBackgroundSubtractor  # noqa: E402
 from core.metrics import cdnet_average  # noqa: E402
 from streamer.cdnet import find_sequences  # noqa: E402
-from streamer.evaluate import _run_cdnet, _scored_labels  # noqa: E402
+from streamer.evaluate import run_cdnet, scored_labels  # noqa: E402
 from streamer.peers import Subtractor  # noqa: E402
 
 #: name -> knobs changed from the defaults
@@ -69,10 +69,10 @@ def main():
     for seq in find_sequences(args.root):
         scored = seq.scored_frames()
         X = seq.frames(seq.first_input, scored[-1])
-        G = _scored_labels(seq, scored, X.shape[1:])
+        G = scored_labels(seq, scored, X.shape[1:])
         for n in names:
             with tqdm(total=len(X), desc=f"{seq.name} {n}", leave=False) as bar:
-                entry, _, _ = _run_cdnet(n, subtractor({**base, **VARIANTS[n]}), X, seq.first_input, scored, G,
+                entry, _, _ = run_cdnet(subtractor({**base, **VARIANTS[n]}), X, seq.first_input, scored, G,
                                          set(), bar)
             results[n][seq.name] = (seq.category, entry)
     seqs = list(next(iter(results.values())))

@@ -24,7 +24,7 @@ from core.frame_fit import fit_cores  # noqa: E402
 from core.metrics import cdnet_labels  # noqa: E402
 from core.products import sandwich  # noqa: E402
 from streamer.cdnet import find_sequences  # noqa: E402
-from streamer.evaluate import _scored_labels  # noqa: E402
+from streamer.evaluate import scored_labels  # noqa: E402
 
 
 def main():
@@ -35,7 +35,7 @@ def main():
         for seq in find_sequences(root):
             scored = seq.scored_frames()
             X = seq.frames(seq.first_input, scored[-1])
-            G = _scored_labels(seq, scored, X.shape[1:])
+            G = scored_labels(seq, scored, X.shape[1:])
             sub = KDRSDLBackgroundSubtractor()
             row = {i: k for k, i in enumerate(scored)}
             fg, bg = np.zeros(2), np.zeros(2)
