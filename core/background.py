@@ -450,10 +450,7 @@ class KDRSDLBackgroundSubtractor:
                 raise ValueError(f"checkpoint sigma of shape {sigma.shape} does not fit frames of {shape}")
             self._sigma = sigma
         if "decision_v" in ckpt:
-            decider = PixelDecision(shape, DecisionParams(
-                k_sigma=p.k_sigma, floor=p.pixel_floor, tolerance=p.tolerance, blink_gain=p.blink_gain,
-                    shadow=p.shadow),
-                p.open_size, p.close_size, p.fill_holes)
+            decider = self._new_decider(shape)
             for name in PixelDecision.STATE:
                 a = np.asarray(ckpt["decision_" + name], dtype=getattr(decider, name).dtype)
                 if a.shape != shape or not np.isfinite(a).all():
@@ -505,24 +502,30 @@ class KDRSDLBackgroundSubtractor:
             mask = score > t
         elif p.decision == "pixel":
             if self._decider is None:
-                self._decider = PixelDecision(x.shape, DecisionParams(
-                    k_sigma=p.k_sigma, floor=p.pixel_floor, tolerance=p.tolerance, blink_gain=p.blink_gain,
-                    shadow=p.shadow),
-                    p.open_size, p.close_size, p.fill_holes)
+                self._decider = self._new_decider(x.shape)
             mask = self._decider.decide(x, bg, self._upsample(self._sigma, x.shape))
         else:
             mask = postprocess(score > t, p.open_size, p.close_size, p.fill_holes)
         learnt = small
-        enters = not self._window or self._since_window + 1 >= p.window_stride
-        if enters and self._result is not None and p.update_blend > 0 and mask.any():
+        if self._enters_window() and self._result is not None and p.update_blend > 0 and mask.any():
             under = mask if p.update_margin <= 1 else cv2.dilate(mask.view(np.uint8), square(p.update_margin)).view(bool)
             under = _block_mean(under.astype(np.float32), p.downscale) > 0
             w = np.float32(p.update_blend)
             learnt = np.where(under, w * bg_small + (1 - w) * small, small).astype(np.float32)
-        self._learn(learnt, refit)
+        self._learn(learnt)
         self.n_frames += 1
         return FrameResult(fgmask=mask.astype(np.uint8) * 255, score=score, threshold=None if t is None else float(t),
                            refit=refit if refit is not None else self._sync_refit)
+
+    def _new_decider(self, shape):
+        p = self.params
+        return PixelDecision(shape, DecisionParams(k_sigma=p.k_sigma, floor=p.pixel_floor, tolerance=p.tolerance,
+                                                   blink_gain=p.blink_gain, shadow=p.shadow),
+                             p.open_size, p.close_size, p.fill_holes)
+
+    def _enters_window(self):
+        """The next frame enters the window (every ``window_stride``-th frame, and the first)."""
+        return not self._window or self._since_window + 1 >= self.params.window_stride
 
     def _global_threshold(self, score, small, bg_small):
         p = self.params
@@ -555,13 +558,14 @@ class KDRSDLBackgroundSubtractor:
         out[:, w:] = out[:, w - 1:w]
         return out
 
-    def _learn(self, small, refit):
+    def _learn(self, small):
         """Put a frame into the window when its turn comes, and start a refit when one is due."""
         p = self.params
         self._sync_refit = None
-        self._since_window += 1
         entered = False
-        if not self._window or self._since_window >= p.window_stride:
+        enters = self._enters_window()
+        self._since_window += 1
+        if enters:
             self._window.append(small)
             self._since_window = 0
             self._new_in_window += 1
