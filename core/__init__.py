@@ -1,11 +1,18 @@
-"""kdrsdl-stream numerics: KDRSDL (Bahri et al., ICCV 2017) and what builds on it.
+"""kdrsdl-stream's numerics: KDRSDL (Bahri et al., ICCV 2017) and the streaming model built on it.
 
-numpy and scipy only; nothing here touches OpenCV, ZeroMQ or Prometheus.
+Grouped by job, as scikit-learn keeps ``decomposition/`` apart from ``metrics/``:
+
+- :mod:`core.solver`: the decomposition itself (Algorithm 1, its products, Stein solves,
+  proximal steps, the warm-start state) and the RPCA baseline;
+- :mod:`core.streaming`: the streaming background model (window schedule, refits, per-pixel
+  decision, post-processing, checkpoint state) behind an OpenCV-style subtractor;
+- :mod:`core.evaluation`: synthetic scenes and the background-subtraction metrics.
+
+numpy, scipy and OpenCV's image functions only; nothing here imports ZeroMQ, Prometheus or
+``streamer``.
 """
 
-from core.kdrsdl import ConvergenceWarning, KDRSDLResult, kdrsdl
-from core.state import KDRSDLState, slide_state
-from core.stein import stein_solve
+from core.solver import ConvergenceWarning, KDRSDLResult, KDRSDLState, kdrsdl, slide_state, stein_solve
 
 __all__ = [
     "ConvergenceWarning",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from core.metrics import GT_OUTSIDE_ROI
+from core.evaluation.metrics import GT_OUTSIDE_ROI
 
 _INPUT = re.compile(r"^in(\d{6})\.jpg$")
 

@@ -1,6 +1,6 @@
 """Worker state checkpoints on disk: written atomically, read defensively.
 
-A checkpoint is the background model's :meth:`~core.background.KDRSDLBackgroundSubtractor.checkpoint`
+A checkpoint is the background model's :meth:`~core.streaming.background.KDRSDLBackgroundSubtractor.checkpoint`
 (named numpy arrays) plus the worker's sequence position, in one ``.npz`` file
 per camera, ``<state_dir>/<camera>.npz``. It is written to a temporary file in
 the same directory, flushed to disk and renamed over the old one, so a crash

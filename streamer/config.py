@@ -6,11 +6,11 @@ systemd units do not restart on.
 """
 
 import tomllib
-from typing import Optional
+from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
-from core.background import BackgroundParams
+from core.streaming.params import BackgroundParams, knobs
 from streamer.protocol import validate_camera
 from streamer.security import check_key_dir, read_key
 
@@ -54,53 +54,32 @@ class CaptureConfig(_CurveClient):
     sndhwm: int = Field(4, ge=1, le=10000)
 
 
-class ModelConfig(_Strict):
-    window: int = Field(30, ge=2, le=1000)
-    window_stride: int = Field(8, ge=1, le=1000)
-    rank: int = Field(20, ge=1, le=1000)
-    lam: Optional[float] = Field(0.005, gt=0)
-    alpha: float = Field(1e-2, gt=0)
-    refit_interval: int = Field(40, ge=1)
-    refit_max_iter: int = Field(30, ge=1, le=10000)
-    refit_tol: float = Field(1e-4, gt=0)
-    refit_backoff: float = Field(60.0, gt=0, le=1000)
-    rebalance: bool = True
-    frame_iters: int = Field(4, ge=1, le=1000)
-    threshold: Optional[float] = Field(None, gt=0, lt=1)
-    k_sigma: float = Field(3.0, gt=0)
-    min_threshold: float = Field(0.10, ge=0, lt=1)
-    open_size: int = Field(3, ge=0, le=51)
-    close_size: int = Field(7, ge=0, le=51)
-    fill_holes: bool = True
-    global_offset: bool = True
-    downscale: int = Field(1, ge=1, le=16)
-    frame_model: str = "mean"
-    decision: str = "pixel"
-    e_cut: float = Field(0.05, ge=0, le=1)
-    pixel_floor: float = Field(0.06, ge=0, lt=1)
-    tolerance: int = Field(3, ge=1, le=51)
-    blink_gain: float = Field(0.1, ge=0, le=10)
-    update_blend: float = Field(0.7, ge=0, le=1)
-    update_margin: int = Field(5, ge=0, le=51)
-    shadow: bool = False
-
-    @field_validator("decision")
-    @classmethod
-    def _decision(cls, v):
-        if v not in ("pixel", "global"):
-            raise ValueError("must be 'pixel' or 'global'")
-        return v
-
-    @field_validator("frame_model")
-    @classmethod
-    def _frame_model(cls, v):
-        if v not in ("mean", "last", "fit"):
-            raise ValueError("must be 'mean', 'last' or 'fit'")
-        return v
-
+class _ModelBase(_Strict):
     def params(self):
-        """The :class:`core.background.BackgroundParams` of this section."""
+        """The :class:`core.streaming.params.BackgroundParams` of this section."""
         return BackgroundParams(**self.model_dump())
+
+
+def _model_fields():
+    """The ``[model]`` table's fields, from the knobs' one declaration (core.streaming.params)."""
+    out = {}
+    for f, k, kind in knobs():
+        if f.name in MODEL_KNOBS_NOT_CONFIGURED:
+            continue
+        t = Literal[k.choices] if k.choices else kind
+        bounds = {}
+        if k.low is not None:
+            bounds["gt" if k.low_open else "ge"] = k.low
+        if k.high is not None:
+            bounds["lt" if k.high_open else "le"] = k.high
+        out[f.name] = (Optional[t] if k.optional else t, Field(f.default, description=k.meaning, **bounds))
+    return out
+
+
+#: Knobs the worker sets itself: refits always run on their own thread there.
+MODEL_KNOBS_NOT_CONFIGURED = ("async_refit",)
+ModelConfig = create_model("ModelConfig", __base__=_ModelBase, **_model_fields())
+ModelConfig.__doc__ = "The ``[model]`` table: every knob of core.streaming.params.BackgroundParams but async_refit."
 
 
 class WorkerConfig(_Strict):

@@ -26,10 +26,10 @@ import cv2
 import numpy as np
 from tqdm import tqdm
 
-from core.background import KDRSDLBackgroundSubtractor
-from core.kdrsdl import ConvergenceWarning, kdrsdl
-from core.metrics import Confusion, ScoreHistogram, cdnet_average, cdnet_labels, confusion, roc_auc
-from core.rpca import rpca_ialm
+from core.streaming.background import KDRSDLBackgroundSubtractor
+from core.solver.kdrsdl import ConvergenceWarning, kdrsdl
+from core.evaluation.metrics import Confusion, ScoreHistogram, cdnet_average, cdnet_labels, confusion, roc_auc
+from core.solver.rpca import rpca_ialm
 from streamer import peers
 from streamer.cdnet import DatasetError, find_sequences
 
@@ -126,7 +126,7 @@ def run_cdnet(sub, X, first, scored, G, picks, progress):
         calls (frames per second), their total ``seconds`` and the method's ``params``.
     picked : dict of int to ndarray
         The masks of the frames in ``picks``, bool (h, w).
-    hist : core.metrics.ScoreHistogram or None
+    hist : core.evaluation.metrics.ScoreHistogram or None
         The continuous score's histogram (None for a mask-only method).
     """
     row = {i: k for k, i in enumerate(scored)}

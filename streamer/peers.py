@@ -23,8 +23,8 @@ from typing import Callable, Optional
 import cv2
 import numpy as np
 
-from core.background import BackgroundParams, KDRSDLBackgroundSubtractor
-from core.postprocess import postprocess
+from core.streaming.background import BackgroundParams, KDRSDLBackgroundSubtractor
+from core.streaming.postprocess import postprocess
 
 PEERS_INSTALL = "pip install 'kdrsdl-stream[peers]' (builds pybgs; needs Debian's libopencv-dev, cmake, g++)"
 

@@ -18,7 +18,7 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from core.metrics import Confusion, confusion
+from core.evaluation.metrics import Confusion, confusion
 from streamer.sources import SyntheticSource, describe
 from streamer.subscriber import run_subscriber
 

@@ -10,7 +10,7 @@ import time
 import cv2
 import numpy as np
 
-from core.scene import SyntheticScene
+from core.evaluation.scene import SyntheticScene
 
 #: OpenCV FFmpeg timeouts for network streams, milliseconds (DESIGN.md, measured).
 OPEN_TIMEOUT_MS = 3000
@@ -37,7 +37,7 @@ def describe(spec):
 
 
 class SyntheticSource:
-    """The project's synthetic scene as a source (:class:`core.scene.SyntheticScene`).
+    """The project's synthetic scene as a source (:class:`core.evaluation.scene.SyntheticScene`).
 
     ``synthetic`` or ``synthetic:WxH``; frame ``t`` is deterministic, so ground
     truth for any frame is available from the scene.

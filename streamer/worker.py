@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import zmq
 
-from core.background import KDRSDLBackgroundSubtractor
+from core.streaming.background import KDRSDLBackgroundSubtractor
 from streamer import checkpoint, metrics, security
 from streamer.protocol import ProtocolError, decode, encode, new_epoch
 

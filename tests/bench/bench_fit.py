@@ -19,10 +19,10 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from core.background import KDRSDLBackgroundSubtractor  # noqa: E402
-from core.frame_fit import fit_cores  # noqa: E402
-from core.metrics import cdnet_labels  # noqa: E402
-from core.products import sandwich  # noqa: E402
+from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
+from core.solver.frame_fit import fit_cores  # noqa: E402
+from core.evaluation.metrics import cdnet_labels  # noqa: E402
+from core.solver.products import sandwich  # noqa: E402
 from streamer.cdnet import find_sequences  # noqa: E402
 from streamer.evaluate import scored_labels  # noqa: E402
 

@@ -16,8 +16,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from core import kdrsdl  # noqa: E402
-from core.rpca import rpca_ialm  # noqa: E402
-from core.scene import SyntheticScene  # noqa: E402
+from core.solver.rpca import rpca_ialm  # noqa: E402
+from core.evaluation.scene import SyntheticScene  # noqa: E402
 
 HIGHWAY = ROOT.parent / "shared" / "data" / "cdnet2014" / "baseline" / "highway"
 
@@ -57,7 +57,7 @@ def _timed(f, clock=time.perf_counter):
 
 
 def iteration_flops(N, m, n, r):
-    """Flops of the products of one iteration of core.kdrsdl.
+    """Flops of the products of one iteration of core.solver.kdrsdl.
 
     Four (N m, n) x (n, r)-sized products (S_i B, A^T S_i, A R_i B^T, A K_i B^T),
     three (m, r) x (r, N r)-sized and two (n, r) x (r, N r)-sized ones, eight

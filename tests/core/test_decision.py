@@ -1,12 +1,12 @@
-"""The per-pixel decision (core.decision) and the OpenCV post-processing (core.postprocess)."""
+"""The per-pixel decision (core.streaming.decision) and the OpenCV post-processing (core.streaming.postprocess)."""
 
 import numpy as np
 import pytest
 import scipy.ndimage
 
-from core.background import KDRSDLBackgroundSubtractor
-from core.decision import DecisionParams, PixelDecision, pixel_spread
-from core.postprocess import postprocess
+from core.streaming.background import KDRSDLBackgroundSubtractor
+from core.streaming.decision import DecisionParams, PixelDecision, pixel_spread
+from core.streaming.postprocess import postprocess
 
 
 def test_pixel_spread_recovers_each_pixels_noise_and_ignores_foreground_in_E():

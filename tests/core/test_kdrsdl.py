@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from core import ConvergenceWarning, kdrsdl, slide_state
-from core.scene import SyntheticScene
-from core.synthetic import synthetic_tensor
+from core.evaluation.scene import SyntheticScene
+from core.evaluation.synthetic import synthetic_tensor
 
 
 def rel(a, b):
@@ -93,7 +93,7 @@ def test_criterion_history_and_result_shapes(paper_30):
 @pytest.mark.parametrize("max_iter", [4, 400])  # stopped by max_iter / by the criterion
 def test_returned_E_M_L_are_those_the_last_criterion_measured(max_iter):
     # The solver's sweep makes iteration k + 1's E and M before it knows whether
-    # iteration k met the criterion (core/kdrsdl.py, Notes). The result must still
+    # iteration k met the criterion (core/solver/kdrsdl.py, Notes). The result must still
     # be iteration k's: its criterion is max_i |X_i - M - L_i - E_i| / |X_i|
     # (ALGORITHM.md, stopping rule; L includes M), so recompute it from the result.
     scene = SyntheticScene(24, 32, seed=5)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from core.metrics import cdnet_labels, confusion, precision_recall_curve, roc_auc, roc_curve
+from core.evaluation.metrics import cdnet_labels, confusion, precision_recall_curve, roc_auc, roc_curve
 
 
 def test_confusion_hand_case():
@@ -68,7 +68,7 @@ def test_precision_recall_curve_ends_at_full_recall():
 
 
 def test_score_histogram_auc_is_the_pooled_auc_within_one_bin():
-    from core.metrics import ScoreHistogram
+    from core.evaluation.metrics import ScoreHistogram
 
     rng = np.random.default_rng(3)
     y = rng.random(20000) < 0.3
@@ -85,7 +85,7 @@ def test_score_histogram_auc_is_the_pooled_auc_within_one_bin():
 
 
 def test_cdnet_average_is_the_mean_of_category_means():
-    from core.metrics import cdnet_average
+    from core.evaluation.metrics import cdnet_average
 
     rows = [("baseline", {"f_measure": 0.9}), ("baseline", {"f_measure": 0.7}), ("jitter", {"f_measure": 0.2}),
             ("jitter", {"f_measure": None})]

@@ -1,9 +1,9 @@
-"""The batched products of the solver's unfolded layout (core.products)."""
+"""The batched products of the solver's unfolded layout (core.solver.products)."""
 
 import numpy as np
 import pytest
 
-from core.products import fold, left_unfolded, right_unfolded, sandwich, slice_norms_unfolded, unfold
+from core.solver.products import fold, left_unfolded, right_unfolded, sandwich, slice_norms_unfolded, unfold
 
 
 @pytest.mark.parametrize("m, n", [(5, 7), (7, 5), (6, 6)])

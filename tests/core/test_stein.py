@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from core.stein import stein_solve, stein_solve_direct
+from core.solver.stein import stein_solve, stein_solve_direct
 
 
 def _psd(rng, r, rank):

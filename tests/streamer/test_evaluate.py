@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import HIGHWAY, need
-from core.metrics import cdnet_labels, confusion
-from core.scene import SyntheticScene
+from core.evaluation.metrics import cdnet_labels, confusion
+from core.evaluation.scene import SyntheticScene
 from streamer.evaluate import evaluate as run_evaluate
 
 

@@ -2,7 +2,7 @@
 
 A refit solves KDRSDL in mean mode on the window (cold, or warm-started from the previous
 solution slid to the new window: :func:`core.slide_state`), and estimates the background's
-per-pixel spread on it (:func:`core.decision.pixel_spread`). It never raises: numerical trouble
+per-pixel spread on it (:func:`core.streaming.decision.pixel_spread`). It never raises: numerical trouble
 comes back as a report with ``reset=True``, and the model starts cold at the next refit.
 """
 
@@ -13,8 +13,8 @@ from typing import Optional
 
 import numpy as np
 
-from core.decision import pixel_spread
-from core.kdrsdl import KDRSDLResult, kdrsdl
+from core.streaming.decision import pixel_spread
+from core.solver.kdrsdl import KDRSDLResult, kdrsdl
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class RefitReport:
 
 @dataclass(frozen=True)
 class RefitSettings:
-    """The solver settings of a refit (see :class:`core.background.BackgroundParams`)."""
+    """The solver settings of a refit (see :class:`core.streaming.background.BackgroundParams`)."""
 
     rank: int
     lam: float

@@ -10,7 +10,7 @@ with the same symmetric positive semi-definite A^T A and B^T B for all slices.
 import numpy as np
 import scipy.linalg
 
-from core.products import fold, unfold
+from core.solver.products import fold, unfold
 
 
 def stein_solve(AtA, BtB, C, mu, muK):
@@ -51,7 +51,7 @@ def stein_solve_unfolded(AtA, BtB, C, mu, muK):
     """:func:`stein_solve` on unfolded cores, the window solver's layout.
 
     Four GEMMs on reshapes of the (r, N*r) / (r*N, r) matrices, no copies
-    (:mod:`core.products`).
+    (:mod:`core.solver.products`).
 
     Parameters
     ----------
@@ -73,7 +73,7 @@ def stein_solve_unfolded(AtA, BtB, C, mu, muK):
     if not muK > 0:
         raise ValueError(f"muK must be > 0, got {muK}")
     # NumPy's LAPACK, not SciPy's: SciPy wheels bundle a second OpenBLAS whose idle
-    # threads compete with NumPy's (core.products, the unfolded layout section).
+    # threads compete with NumPy's (core.solver.products, the unfolded layout section).
     a, P = np.linalg.eigh(AtA)
     b, Q = np.linalg.eigh(BtB)
     # Rounding can make the smallest eigenvalues slightly negative; they are >= 0.

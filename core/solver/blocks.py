@@ -4,7 +4,7 @@ The element-wise updates of Algorithm 1 (E, M, S, Lambda, the stopping criterion
 are memory-bound chains of NumPy calls, each a pass over an (m, N, n) array, and
 the products ``A K_i B^T``, ``A R_i B^T`` and ``S_i B`` read or write arrays of
 that size too. Run block by block along the first (row) axis of the unfolded
-layout (:mod:`core.products`), a chain re-reads its block from cache instead of
+layout (:mod:`core.solver.products`), a chain re-reads its block from cache instead of
 memory, and the products need only block-sized scratch. Each block holds every
 frame of its rows, so per-pixel reductions over frames (the robust mean) stay
 inside a block.

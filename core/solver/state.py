@@ -10,10 +10,10 @@ import numpy as np
 class KDRSDLState:
     """The variables of Algorithm 1 (Bahri et al., ICCV 2017) after a solve.
 
-    Pass it as ``init=`` to :func:`core.kdrsdl` to warm-start. The slices
+    Pass it as ``init=`` to :func:`core.solver.kdrsdl` to warm-start. The slices
     (first axis of ``K, R, E, Lam, Y``) belong to the first ``N_state`` frames
     of the next call's ``X``; frames after those are new and get initialised
-    from ``A``, ``B`` (see :func:`core.kdrsdl`).
+    from ``A``, ``B`` (see :func:`core.solver.kdrsdl`).
 
     Attributes
     ----------

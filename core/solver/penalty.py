@@ -1,7 +1,7 @@
 """Constants of the penalty (mu) schedule shared by the ALM solvers in core.
 
-KDRSDL (paper Section 4), its per-frame core fit (core.frame_fit) and RPCA by
-inexact ALM (Lin et al. 2010, core.rpca) all start mu at ``ETA`` over a norm of
+KDRSDL (paper Section 4), its per-frame core fit (core.solver.frame_fit) and RPCA by
+inexact ALM (Lin et al. 2010, core.solver.rpca) all start mu at ``ETA`` over a norm of
 the data, grow it by ``rho`` per iteration and cap it at ``MU_CAP`` times its
 initial value.
 """

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.penalty import ETA
-from core.products import left_multiply, right_multiply, sandwich
-from core.prox import shrink
-from core.stein import stein_solve
+from core.solver.penalty import ETA
+from core.solver.products import left_multiply, right_multiply, sandwich
+from core.solver.prox import shrink
+from core.solver.stein import stein_solve
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def fit_cores(A, B, Xc, *, lam, alpha, mu_end, mu_ratio, rho=1.2, max_iter=60):
     Xc : ndarray, shape (F, m, n), float32 or float64
         Frames (minus the robust mean in mean mode), values around [0, 1].
     lam, alpha : float
-        Weights of ``|E|_1`` and ``|R|_1`` (> 0), as in :func:`core.kdrsdl`.
+        Weights of ``|E|_1`` and ``|R|_1`` (> 0), as in :func:`core.solver.kdrsdl`.
     mu_end : float
         Penalty at which to stop (> 0); the window solver's ``mu``.
     mu_ratio : float

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.blocks import row_blocks
-from core.frame_fit import fit_cores
-from core.penalty import ETA, MU_CAP
-from core.products import fold, left_unfolded, right_unfolded, sandwich, slice_norms_unfolded, unfold
-from core.prox import shrink
-from core.state import KDRSDLState
-from core.stein import stein_solve_unfolded
+from core.solver.blocks import row_blocks
+from core.solver.frame_fit import fit_cores
+from core.solver.penalty import ETA, MU_CAP
+from core.solver.products import fold, left_unfolded, right_unfolded, sandwich, slice_norms_unfolded, unfold
+from core.solver.prox import shrink
+from core.solver.state import KDRSDLState
+from core.solver.stein import stein_solve_unfolded
 
 
 class ConvergenceWarning(UserWarning):
@@ -116,7 +116,7 @@ def _cold_init(X, r, mean, align_signs):
     """Paper Section 4 initialisation: per-slice thin SVD, averaged singular vectors.
 
     ``X`` is (N, m, n); the cores and pixel stacks come back unfolded,
-    (r, N, r) and (m, N, n) (:mod:`core.products`).
+    (r, N, r) and (m, N, n) (:mod:`core.solver.products`).
     """
     N, m, n = X.shape
     U, s, Vt = np.linalg.svd(X, full_matrices=False)
@@ -266,7 +266,7 @@ def kdrsdl(
         :func:`core.slide_state` when the window moved). Its ``n_slices`` slices
         belong to the first frames of ``X``; the remaining frames are new: their
         cores, ``E`` and duals come from a robust fit on the kept ``A``, ``B`` (and
-        ``M``) by the same updates (:func:`core.frame_fit.fit_cores`), with mu
+        ``M``) by the same updates (:func:`core.solver.frame_fit.fit_cores`), with mu
         ramped up to the warm start's. ``mu`` restarts from
         ``max(mu0, mu_prev * rho**-backoff)`` and ``muK`` is scaled by the same
         factor.
@@ -321,9 +321,9 @@ def kdrsdl(
     of ``S_i B``: ``S_i B``, ``A^T S_i`` (shared by the B and Stein steps),
     ``A R_i B^T``, ``A K_i B^T``; five of the size of ``A K_i``; eight of
     ``K_i B^T B``) is a single GEMM on a reshape, with no transposed copies
-    (:mod:`core.products`). Everything of size (m, N, n) except ``A^T S_i`` runs
+    (:mod:`core.solver.products`). Everything of size (m, N, n) except ``A^T S_i`` runs
     in one sweep per iteration over row blocks that stay in cache
-    (:mod:`core.blocks`): iteration k's Lambda update and reconstruction
+    (:mod:`core.solver.blocks`): iteration k's Lambda update and reconstruction
     criterion, then iteration k + 1's E, M and S steps. ``A R_i B^T`` and
     ``A K_i B^T`` are formed one block at a time and never stored whole, and
     ``S / mu`` and ``Lambda / mu`` stand for S and Lambda (see ``sweep``): the
@@ -355,7 +355,7 @@ def kdrsdl(
     if not (np.isfinite(backoff) and backoff >= 0):
         raise ValueError(f"backoff must be a finite number >= 0, got {backoff!r}")
 
-    X1 = unfold(X)                   # (m, N, n): the loop's layout (core.products)
+    X1 = unfold(X)                   # (m, N, n): the loop's layout (core.solver.products)
     X_norms = slice_norms_unfolded(X1, np.float64)
     X_norms_safe = np.where(X_norms > 0, X_norms, 1.0)
     total = X_norms.sum()
@@ -371,9 +371,9 @@ def kdrsdl(
     X_mean = X1.mean(axis=1) if mean else None
 
     # Unfolded throughout: pixel stacks (m, N, n), cores (r, N, r); every product
-    # is one GEMM on a reshape, with no transposed copies (core.products).
+    # is one GEMM on a reshape, with no transposed copies (core.solver.products).
     # Everything of size (m, N, n) but A^T S_i runs in one sweep per iteration
-    # over row blocks that stay in cache (core.blocks): iteration k's step 7 and
+    # over row blocks that stay in cache (core.solver.blocks): iteration k's step 7 and
     # criterion, then iteration k + 1's steps 1-2 on the same block. A R_i B^T and
     # A K_i B^T are made one block at a time and never stored whole. Two scaled
     # variables stand for S and Lambda (same iterates, fewer passes; ``sweep``):

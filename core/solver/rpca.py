@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.kdrsdl import ConvergenceWarning
-from core.penalty import ETA, MU_CAP
+from core.solver.kdrsdl import ConvergenceWarning
+from core.solver.penalty import ETA, MU_CAP
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from core.postprocess import postprocess, square
+from core.streaming.postprocess import postprocess, square
 
 #: sqrt(pi / 2): turns a mean absolute deviation into a Gaussian sigma.
 MEAN_ABS_TO_SIGMA = 1.2533
@@ -99,13 +99,13 @@ class PixelDecision:
         Frame shape (h, w) in pixels.
     params : DecisionParams
     open_size, close_size : int
-        Post-processing (:func:`core.postprocess.postprocess`), pixels.
+        Post-processing (:func:`core.streaming.postprocess.postprocess`), pixels.
     fill : bool
         Hole filling in the post-processing.
     """
 
-    #: Arrays a checkpoint stores, by attribute name.
-    STATE = ("v", "prev_raw", "prev_obj")
+    #: Arrays a checkpoint stores: attribute name -> dtype.
+    STATE = {"v": np.float32, "prev_raw": bool, "prev_obj": bool}
 
     def __init__(self, shape, params, open_size=3, close_size=7, fill=True):
         self.params = params

@@ -137,7 +137,7 @@ def right_unfolded(U, B, out=None):
     """``U_i @ B`` for every slice of an unfolded stack: one GEMM, no copies.
 
     Works on any run of rows ``U[a:b]`` as well (the solver's row blocks,
-    :mod:`core.blocks`), since those are unfolded stacks too.
+    :mod:`core.solver.blocks`), since those are unfolded stacks too.
 
     Parameters
     ----------

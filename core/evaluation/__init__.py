@@ -1,0 +1,1 @@
+"""Synthetic scenes and background-subtraction metrics (CDnet's protocol)."""

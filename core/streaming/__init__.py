@@ -1,0 +1,1 @@
+"""The streaming background model: KDRSDL on a sliding window, a foreground mask per frame."""

@@ -1,0 +1,384 @@
+"""The streaming background model: KDRSDL on a sliding window, a mask per frame.
+
+An OpenCV-style background subtractor (``apply(frame) -> fgmask``,
+``getBackgroundImage()``), so a user of ``cv2.createBackgroundSubtractorMOG2()``
+can swap it in. Causal: a frame's mask uses that frame and earlier ones only.
+"""
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Optional
+
+import cv2
+import numpy as np
+import scipy.ndimage
+
+from core.solver.frame_fit import fit_cores
+from core.solver.kdrsdl import KDRSDLResult
+from core.solver.products import sandwich
+from core.solver.state import slide_state
+from core.streaming import snapshot
+from core.streaming.decision import DecisionParams, PixelDecision
+from core.streaming.params import BackgroundParams
+from core.streaming.postprocess import postprocess, square
+from core.streaming.refit import RefitReport, Refitter, RefitSettings
+from core.streaming.snapshot import ModelSnapshot
+from core.streaming.window import WindowSchedule
+
+__all__ = ["BackgroundParams", "FrameResult", "KDRSDLBackgroundSubtractor", "CHECKPOINT_VERSION"]
+
+#: 1 / Phi^-1(3/4): turns a median absolute deviation into a Gaussian sigma.
+MAD_TO_SIGMA = 1.4826
+#: Version of the :meth:`KDRSDLBackgroundSubtractor.checkpoint` layout.
+CHECKPOINT_VERSION = snapshot.VERSION
+
+
+@dataclass
+class FrameResult:
+    """What :meth:`KDRSDLBackgroundSubtractor.process` returns for one frame.
+
+    Attributes
+    ----------
+    fgmask : ndarray, shape (h, w), uint8
+        0 background, 255 foreground.
+    score : ndarray, shape (h, w), float32
+        Foreground score |x - L| in [0, 1].
+    threshold : float or None
+        The global threshold applied to ``score`` (``decision="global"``, and every frame
+        before the first refit); None when the per-pixel bands decided.
+    refit : RefitReport or None
+        The window refit installed at this frame (:class:`core.streaming.refit.RefitReport`: a solution,
+        or ``reset`` after numerical trouble, when the model starts cold at the next refit);
+        None when none was.
+    """
+
+    fgmask: np.ndarray
+    score: np.ndarray
+    threshold: Optional[float]
+    refit: Optional[RefitReport] = field(default=None)
+
+
+def _block_mean(x, f):
+    if f == 1:
+        return x
+    h, w = x.shape
+    return x[: h - h % f, : w - w % f].reshape(h // f, f, w // f, f).mean(axis=(1, 3), dtype=np.float32)
+
+
+class KDRSDLBackgroundSubtractor:
+    """Background subtraction with KDRSDL on a sliding window of frames.
+
+    A thin facade over the model's parts. The window (:mod:`core.streaming.window`): every
+    ``window_stride``-th frame enters it, foreground pixels blended towards the background
+    (``update_blend``). The refits
+    (:mod:`core.streaming.refit`): every ``refit_interval`` frames KDRSDL is re-solved on the window in
+    mean mode, warm-started from the previous solution (A, B and duals, :func:`core.solver.kdrsdl`
+    with :func:`core.slide_state`), inline or on a thread, and the background's per-pixel
+    spread is estimated with the samples in ``E`` left out. The decision
+    (:mod:`core.streaming.decision`): each frame's background is the window's robust mean ``M`` (plus
+    the frame's global offset; see ``frame_model`` for the alternatives) and a pixel is
+    foreground when it leaves its per-pixel band; the mask is then post-processed
+    (:mod:`core.streaming.postprocess`). The score ``|x - L|`` (the paper's Section 5.1 score) comes
+    with every mask. Checkpoints (:meth:`checkpoint`, :meth:`restore`; the layout is
+    :mod:`core.streaming.snapshot`) hold the window, the solver state and the decision's
+    per-pixel state.
+
+    Until the first full window, the model is refitted cold at 2, 4, 8, ...
+    frames, so masks come from the second frame on (rough at first).
+
+    Parameters
+    ----------
+    params : BackgroundParams, optional
+        Knobs (:mod:`core.streaming.params`); keyword arguments override its fields (the
+        object passed is not modified).
+    **overrides
+        Field values of :class:`BackgroundParams`.
+
+    Raises
+    ------
+    ValueError
+        If a knob is out of range (the message names it).
+    """
+
+    def __init__(self, params=None, **overrides):
+        params = params or BackgroundParams()
+        self._refitter = None
+        #: Resets to a cold start after numerical trouble in a refit (int, never cleared).
+        self.n_resets = 0
+        for k in overrides:
+            if not hasattr(params, k):
+                raise ValueError(f"unknown parameter {k!r}")
+        self.params = dataclasses.replace(params, **overrides).validate()
+        self._refitter = Refitter(self.params.async_refit)
+        self.reset()
+
+    def reset(self):
+        """Forget everything (e.g. after the camera changed resolution)."""
+        p = self.params
+        self.shape = None
+        self._window = WindowSchedule(p.window, p.window_stride, p.refit_interval)
+        self._result = None
+        self._result_start = 0     # window.start of the window the result was solved on
+        self._refitter.cancel()
+        self.n_frames = 0
+        self._background = None
+        self._lam = None
+        self._sigma = None         # per-pixel spread of the background (solve resolution)
+        self._decider = None       # PixelDecision: per-pixel feedback state
+        self._sync_refit = None    # RefitReport of an inline refit run after the last frame
+
+    # ----------------------------------------------------------------- OpenCV API
+    def apply(self, image, fgmask=None, learningRate=-1):
+        """Foreground mask of a frame, as ``cv2.BackgroundSubtractor.apply``.
+
+        Parameters
+        ----------
+        image : ndarray, shape (h, w), uint8 (0-255) or float (0-1)
+            Grayscale frame. A frame of another shape than the previous ones
+            resets the model.
+        fgmask : ignored
+            Present for OpenCV compatibility.
+        learningRate : ignored
+            Present for OpenCV compatibility (the window sets the memory).
+
+        Returns
+        -------
+        ndarray, shape (h, w), uint8
+            0 background, 255 foreground.
+
+        Raises
+        ------
+        ValueError
+            If the frame is not 2-D, is empty or holds non-finite values.
+        """
+        return self.process(image).fgmask
+
+    def getBackgroundImage(self):
+        """Background of the last frame (see ``frame_model``), shape (h, w), uint8; None before the first frame."""
+        if self._background is None:
+            return None
+        return np.clip(np.round(self._background * 255), 0, 255).astype(np.uint8)
+
+    # ----------------------------------------------------------------- checkpoints
+    def _settings(self):
+        """The knobs a checkpoint must match (all but ``async_refit``), as JSON."""
+        d = dataclasses.asdict(self.params)
+        d.pop("async_refit")
+        return json.dumps(d, sort_keys=True)
+
+    def checkpoint(self):
+        """The learnt state as named arrays, for ``numpy.savez``; None before the first frame.
+
+        Holds the window of frames, its counters, the regularisation weight and,
+        once a window was solved, the solver state (A, B, cores, duals, M, mu), the
+        background's per-pixel spread and the decision's state. :meth:`restore` on a new
+        subtractor with the same knobs continues the stream as if uninterrupted: the next
+        refit is a warm start.
+
+        Returns
+        -------
+        dict of str to ndarray, or None
+            The layout of :func:`core.streaming.snapshot.to_arrays`. The arrays are not
+            copied where they are never modified in place.
+        """
+        if self.shape is None:
+            return None
+        w = self._window
+        counters = {name: getattr(w, name) for name in WindowSchedule.COUNTERS}
+        counters.update(result_start=self._result_start, n_frames=self.n_frames)
+        decision = None if self._decider is None else \
+            {name: getattr(self._decider, name) for name in PixelDecision.STATE}
+        snap = ModelSnapshot(frame_shape=self.shape, window=w.stack(), counters=counters, lam=self._lam,
+                             state=self.state, sigma=self._sigma if self._result is not None else None,
+                             decision=decision)
+        return snapshot.to_arrays(snap, self._settings())
+
+    def restore(self, ckpt):
+        """Continue from a :meth:`checkpoint` (e.g. after a process restart).
+
+        Parameters
+        ----------
+        ckpt : mapping of str to ndarray
+            What :meth:`checkpoint` returned (or ``numpy.load`` of its file).
+
+        Returns
+        -------
+        bool
+            True when a solver state was restored (the next refit is a warm
+            start), False when only the window was (the next refit is cold).
+
+        Raises
+        ------
+        ValueError
+            If the checkpoint is of another layout version, was made with other
+            knobs, or its arrays are missing, of inconsistent shapes or
+            non-finite; the model is then left reset (as new).
+        """
+        self.reset()
+        snap = snapshot.from_arrays(ckpt, self._settings(), self.params, PixelDecision.STATE)
+        self.shape = snap.frame_shape
+        self._window.frames = list(snap.window)
+        for name in WindowSchedule.COUNTERS:
+            setattr(self._window, name, snap.counters[name])
+        self._result_start, self.n_frames = snap.counters["result_start"], snap.counters["n_frames"]
+        self._lam = snap.lam
+        self._sigma = snap.sigma
+        if snap.decision is not None:
+            self._decider = self._new_decider(snap.frame_shape)
+            for name, a in snap.decision.items():
+                setattr(self._decider, name, a)
+        if snap.state is not None:
+            st, empty = snap.state, np.zeros(0)
+            self._result = KDRSDLResult(A=st.A, B=st.B, R=st.R, E=st.E, M=st.M, n_iter=0, converged=True,
+                                        err_rec=empty, err_split=empty, warm_start=True, state=st)
+            if self.params.frame_model == "last":
+                self._last_bg = sandwich(self._result.A, self._result.R[-1:], self._result.B)[0] + self._result.M
+        return snap.state is not None
+
+    # ----------------------------------------------------------------- model
+    @property
+    def state(self):
+        """The last window solution's :class:`core.KDRSDLState`, or None."""
+        return None if self._result is None else self._result.state
+
+    def process(self, image):
+        """Score, decide and learn one frame; see :meth:`apply`.
+
+        The frame is judged against the background of the frames before it, then enters
+        the window (foreground pixels blended towards the background, ``update_blend``).
+
+        Returns
+        -------
+        FrameResult
+        """
+        x = self._as_float(image)
+        if self.shape != x.shape:
+            self.reset()
+            self.shape = x.shape
+        p = self.params
+        small = _block_mean(x, p.downscale)
+        if self._lam is None:
+            self._lam = p.lam if p.lam is not None else 1.0 / np.sqrt(p.window * max(small.shape))
+        refit = self._collect()
+        bg_small = self._background_small(small)
+        if p.global_offset and self._result is not None:
+            # the frame's global brightness change since the window was solved (clouds, auto-exposure)
+            # (median over one pixel in each 4 x 4 block: a sixteenth of the cost, the same offset to ~1e-3)
+            bg_small = bg_small + np.float32(np.median(small[::4, ::4] - bg_small[::4, ::4]))
+        bg = self._upsample(bg_small, x.shape)
+        score = np.abs(x - bg)
+        self._background = bg
+        t = None if p.decision == "pixel" and self._result is not None else \
+            self._global_threshold(score, small, bg_small)
+        if self._result is None:
+            mask = score > t
+        elif p.decision == "pixel":
+            if self._decider is None:
+                self._decider = self._new_decider(x.shape)
+            mask = self._decider.decide(x, bg, self._upsample(self._sigma, x.shape))
+        else:
+            mask = postprocess(score > t, p.open_size, p.close_size, p.fill_holes)
+        learnt = small
+        if self._window.enters_next() and self._result is not None and p.update_blend > 0 and mask.any():
+            under = mask if p.update_margin <= 1 else cv2.dilate(mask.view(np.uint8), square(p.update_margin)).view(bool)
+            under = _block_mean(under.astype(np.float32), p.downscale) > 0
+            w = np.float32(p.update_blend)
+            learnt = np.where(under, w * bg_small + (1 - w) * small, small).astype(np.float32)
+        self._learn(learnt)
+        self.n_frames += 1
+        return FrameResult(fgmask=mask.astype(np.uint8) * 255, score=score, threshold=None if t is None else float(t),
+                           refit=refit if refit is not None else self._sync_refit)
+
+    def _new_decider(self, shape):
+        p = self.params
+        return PixelDecision(shape, DecisionParams(k_sigma=p.k_sigma, floor=p.pixel_floor, tolerance=p.tolerance,
+                                                   blink_gain=p.blink_gain, shadow=p.shadow),
+                             p.open_size, p.close_size, p.fill_holes)
+
+    def _global_threshold(self, score, small, bg_small):
+        p = self.params
+        if p.threshold is not None:
+            return p.threshold
+        resid = score if p.downscale == 1 else np.abs(small - bg_small)
+        return max(p.min_threshold, p.k_sigma * MAD_TO_SIGMA * float(np.median(resid)))
+
+    @staticmethod
+    def _as_float(image):
+        a = np.asarray(image)
+        if a.ndim != 2 or 0 in a.shape:
+            raise ValueError(f"frame must be a non-empty 2-D grayscale array, got shape {a.shape}")
+        if a.dtype == np.uint8:
+            return a.astype(np.float32) * np.float32(1 / 255)
+        a = a.astype(np.float32)
+        if not np.isfinite(a).all():
+            raise ValueError("frame contains non-finite values")
+        return a
+
+    def _upsample(self, small, shape):
+        f = self.params.downscale
+        if f == 1:
+            return small
+        big = scipy.ndimage.zoom(small, f, order=1, grid_mode=True, mode="nearest")
+        out = np.empty(shape, dtype=np.float32)
+        h, w = min(big.shape[0], shape[0]), min(big.shape[1], shape[1])
+        out[:h, :w] = big[:h, :w]
+        out[h:, :w] = big[h - 1:h, :w]
+        out[:, w:] = out[:, w - 1:w]
+        return out
+
+    def _learn(self, small):
+        """Put a frame into the window when its turn comes, and start a refit when one is due."""
+        p = self.params
+        self._sync_refit = None
+        w = self._window
+        entered = w.push(small)
+        if self._refitter.busy:
+            return  # a refit is running; the next one waits for it
+        solved = None if self._result is None else self._result.state.n_slices
+        if not w.refit_due(solved, entered):
+            return
+        init = None
+        if not w.growing(solved):
+            # A window that slid past all of the last solution's frames (a refit slower than a
+            # whole window of frames) keeps only the dictionary A, B, M: every core starts afresh.
+            init = slide_state(self._result.state, min(w.start - self._result_start, solved))
+        w.started_refit()
+        settings = RefitSettings(rank=p.rank, lam=self._lam, alpha=p.alpha, tol=p.refit_tol,
+                                 max_iter=p.refit_max_iter, backoff=p.refit_backoff, rebalance=p.rebalance,
+                                 e_cut=p.e_cut if p.decision == "pixel" else None)
+        report = self._refitter.submit(w.stack(), init, w.start, settings)
+        if report is not None:
+            self._install(report)
+            self._sync_refit = report
+
+    def _collect(self):
+        """Install a finished background refit; its report, or None."""
+        report = self._refitter.collect()
+        if report is not None:
+            self._install(report)
+        return report
+
+    def _install(self, report):
+        if report.reset:
+            # Numerical trouble: drop the solution, keep the frames, start cold next time.
+            self._result = None
+            self.n_resets += 1
+            return
+        self._result, self._result_start, self._sigma = report.result, report.start, report.sigma
+        if self.params.frame_model == "last":
+            self._last_bg = sandwich(self._result.A, self._result.R[-1:], self._result.B)[0] + self._result.M
+
+    def _background_small(self, small):
+        if self._result is None:
+            return small  # first frame: everything is background
+        res, p = self._result, self.params
+        if p.frame_model == "mean":
+            return res.M
+        if p.frame_model == "last":
+            return self._last_bg
+        xc = (small - res.M)[None]
+        st = res.state
+        fit = fit_cores(res.A, res.B, xc, lam=self._lam, alpha=p.alpha, mu_end=st.mu,
+                        mu_ratio=st.mu / st.muK, rho=2.0, max_iter=p.frame_iters)
+        return sandwich(res.A, fit.R, res.B)[0] + res.M

@@ -1,0 +1,110 @@
+"""The window schedule: which frames enter the solver's window, and when a refit is due.
+
+Every ``stride``-th frame enters (the first one too), the oldest leaves once ``size`` frames
+are in, so the window spans ``size * stride`` frames. Until the model has solved a full
+window, it is refitted cold whenever the window reaches 2, 4, 8, ... frames and at ``size``
+(masks then come from the second frame on, rough at first); after that, every
+``refit_interval`` frames once a new frame has entered.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class WindowSchedule:
+    """The frames of the window and the counters that schedule refits.
+
+    Attributes
+    ----------
+    size : int
+        Frames in the window N (>= 2).
+    stride : int
+        Every ``stride``-th frame enters (>= 1).
+    refit_interval : int
+        Frames between warm refits (>= 1).
+    frames : list of ndarray, each shape (m, n), float32
+        The window, oldest first.
+    start : int
+        Count of the frames that have left: the stream index, in entries, of ``frames[0]``.
+    since_entry : int
+        Frames since the last one entered.
+    since_refit : int
+        Frames since the last refit was started.
+    new_since_refit : int
+        Frames that entered since the last refit was started.
+    """
+
+    size: int
+    stride: int
+    refit_interval: int
+    frames: list = field(default_factory=list)
+    start: int = 0
+    since_entry: int = 0
+    since_refit: int = 0
+    new_since_refit: int = 0
+
+    #: The counters a checkpoint stores, in order.
+    COUNTERS = ("start", "since_entry", "since_refit", "new_since_refit")
+
+    def enters_next(self):
+        """Whether the next frame enters the window (bool)."""
+        return not self.frames or self.since_entry + 1 >= self.stride
+
+    def push(self, frame):
+        """Count one frame and let it enter when its turn comes.
+
+        Parameters
+        ----------
+        frame : ndarray, shape (m, n), float32
+            Kept by reference (not copied) when it enters.
+
+        Returns
+        -------
+        bool
+            Whether it entered.
+        """
+        enters = self.enters_next()
+        self.since_entry += 1
+        self.since_refit += 1
+        if enters:
+            self.frames.append(frame)
+            self.since_entry = 0
+            self.new_since_refit += 1
+            if len(self.frames) > self.size:
+                self.frames.pop(0)
+                self.start += 1
+        return enters
+
+    def refit_due(self, solved_slices, entered):
+        """Whether a refit is due after the frame just pushed.
+
+        Parameters
+        ----------
+        solved_slices : int or None
+            Frames in the window of the last solution; None when there is none.
+        entered : bool
+            Whether the frame just pushed entered.
+
+        Returns
+        -------
+        bool
+        """
+        if self.growing(solved_slices):
+            n = len(self.frames)
+            return entered and n >= 2 and (n & (n - 1) == 0 or n == self.size)
+        return self.since_refit >= self.refit_interval and self.new_since_refit > 0
+
+    def growing(self, solved_slices):
+        """Whether refits are still cold: no solution yet, or one of a window shorter than ``size``."""
+        return solved_slices is None or solved_slices < self.size
+
+    def started_refit(self):
+        """Restart the refit counters (a refit was started on the current window)."""
+        self.since_refit = 0
+        self.new_since_refit = 0
+
+    def stack(self):
+        """The window as one array, shape (N, m, n), float32, oldest first."""
+        return np.stack(self.frames)

@@ -1,0 +1,26 @@
+"""The [model] table of the configuration comes from the model's one declaration of its knobs."""
+
+import pytest
+
+from core.streaming.params import BackgroundParams, knobs
+from streamer.config import MODEL_KNOBS_NOT_CONFIGURED, ConfigError, ModelConfig, load
+from knob_edges import edges
+
+
+def test_model_table_has_every_knob_with_the_models_default():
+    names = [f.name for f, _, _ in knobs() if f.name not in MODEL_KNOBS_NOT_CONFIGURED]
+    assert list(ModelConfig.model_fields) == names
+    assert load().model.params() == BackgroundParams()
+    for name in names:
+        assert ModelConfig.model_fields[name].description == next(k.meaning for f, k, _ in knobs() if f.name == name)
+
+
+@pytest.mark.parametrize("name", [f.name for f, k, _ in knobs() if k.low is not None or k.high is not None])
+def test_config_accepts_and_refuses_what_the_model_does(name):
+    f, k, kind = next(x for x in knobs() if x[0].name == name)
+    for value, accepted in edges(k, kind):
+        if accepted:
+            assert getattr(load(overrides={f"model.{name}": value}).model, name) == value
+        else:
+            with pytest.raises(ConfigError, match=f"model.{name}"):
+                load(overrides={f"model.{name}": value})
