@@ -154,7 +154,7 @@ def run_cdnet(sub, X, first, scored, G, picks, progress):
     return entry, picked, hist
 
 
-def evaluate_cdnet(seq, methods, frames=(None, None), report=None):
+def evaluate_cdnet(seq, methods, frames=(None, None), report=None, model=None):
     """One sequence under CDnet's protocol; the JSON-able entry.
 
     Parameters
@@ -166,6 +166,8 @@ def evaluate_cdnet(seq, methods, frames=(None, None), report=None):
         Sub-range of temporalROI to score (1-based, inclusive).
     report : pathlib.Path, optional
         Directory for this sequence's curves and contact sheet.
+    model : core.streaming.params.BackgroundParams, optional
+        kdrsdl-stream's knobs (default: its defaults).
 
     Raises
     ------
@@ -188,7 +190,7 @@ def evaluate_cdnet(seq, methods, frames=(None, None), report=None):
     picked, hists = {}, {}
     for name in methods:
         try:
-            sub = peers.create(name)
+            sub = peers.create(name, model)
         except peers.Unavailable as exc:
             entry["methods"][name] = {"available": False, "reason": str(exc)}
             continue
@@ -273,7 +275,7 @@ def evaluate_paper(seq, methods, frames=(None, None), sweep=False):
 
 
 # ----------------------------------------------------------------------------- the run
-def evaluate(root, protocol="cdnet", methods=None, frames=None, sweep=False, report=None):
+def evaluate(root, protocol="cdnet", methods=None, frames=None, sweep=False, report=None, model=None):
     """Evaluate methods on every sequence under ``root``; returns the JSON-able result.
 
     Parameters
@@ -289,6 +291,8 @@ def evaluate(root, protocol="cdnet", methods=None, frames=None, sweep=False, rep
         The paper protocol's oracle lambda sweep.
     report : str or path, optional
         Directory for ``report.md`` and each sequence's figures.
+    model : core.streaming.params.BackgroundParams, optional
+        kdrsdl-stream's knobs under the CDnet protocol (default: its defaults).
 
     Returns
     -------
@@ -318,7 +322,7 @@ def evaluate(root, protocol="cdnet", methods=None, frames=None, sweep=False, rep
     result = {"protocol": protocol, "root": str(pathlib.Path(root).resolve()), "methods": methods, "sequences": {}}
     for seq in tqdm(sequences, desc="sequences", unit="sequence", disable=len(sequences) == 1):
         if protocol == "cdnet":
-            result["sequences"][seq.name] = evaluate_cdnet(seq, methods, span, report)
+            result["sequences"][seq.name] = evaluate_cdnet(seq, methods, span, report, model)
         else:
             result["sequences"][seq.name] = evaluate_paper(seq, methods, span, sweep)
     result["categories"], result["overall"] = {}, {}
@@ -458,7 +462,14 @@ def main(args):
     """CLI body: returns the exit status (2 for a dataset or argument error)."""
     try:
         methods = [m.strip() for m in args.methods.split(",")] if args.methods else None
-        result = evaluate(args.dataset, args.protocol, methods, args.frames, args.sweep, args.report)
+        model = None
+        if getattr(args, "config", None):
+            from streamer.config import ConfigError, load
+            try:
+                model = load(args.config).model.params()
+            except ConfigError as exc:
+                raise ValueError(f"configuration error: {exc}") from None
+        result = evaluate(args.dataset, args.protocol, methods, args.frames, args.sweep, args.report, model)
     except (DatasetError, ValueError) as exc:
         print(f"kdrsdl evaluate: {exc}", file=sys.stderr)
         return 2

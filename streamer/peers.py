@@ -66,8 +66,8 @@ def _opencv(factory, post, params):
     return Subtractor(apply, params)
 
 
-def _kdrsdl_stream():
-    sub = KDRSDLBackgroundSubtractor()
+def _kdrsdl_stream(model=None):
+    sub = KDRSDLBackgroundSubtractor(model)
 
     def apply(frame):
         out = sub.process(frame)
@@ -131,8 +131,15 @@ RNG_SEED = 0
 METHODS = tuple(_FACTORIES)
 
 
-def create(name) -> Subtractor:
+def create(name, model=None) -> Subtractor:
     """A fresh instance of method ``name``.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`METHODS`.
+    model : core.streaming.params.BackgroundParams, optional
+        kdrsdl-stream's knobs (default: its defaults); the other methods ignore it.
 
     Raises
     ------
@@ -146,7 +153,7 @@ def create(name) -> Subtractor:
     # OpenCV's KNN samples from the process-wide RNG: seeding it here makes a method's result
     # independent of what ran before it in the same process (measured: up to 0.004 F otherwise).
     cv2.setRNGSeed(RNG_SEED)
-    return _FACTORIES[name]()
+    return _FACTORIES[name](model) if name == "kdrsdl-stream" else _FACTORIES[name]()
 
 
 def availability(name) -> Optional[str]:

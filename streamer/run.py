@@ -23,6 +23,44 @@ from streamer.sources import SyntheticSource, describe
 from streamer.subscriber import run_subscriber
 
 
+#: Seconds a child gets to stop after SIGTERM before it is killed: the worker stops within 5 s at
+#: any resolution (streamer/worker.py), the capture at once.
+CHILD_STOP_TIMEOUT_S = 10.0
+
+
+def stop_children(children, timeout, log):
+    """SIGTERM every child still running, wait up to ``timeout`` s in all, SIGKILL the rest.
+
+    Parameters
+    ----------
+    children : dict of str to subprocess.Popen
+    timeout : float
+        Seconds, shared by all the children.
+    log : logging.Logger
+
+    Returns
+    -------
+    codes : dict of str to int
+        Each child's exit status (negative: the signal that ended it).
+    killed : list of str
+        The children that had to be killed.
+    """
+    for p in children.values():
+        if p.poll() is None:
+            p.terminate()
+    deadline = time.monotonic() + timeout
+    killed = []
+    for name, p in children.items():
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.error("%s did not stop within %.0f s of SIGTERM: killed", name, timeout)
+            p.kill()
+            p.wait()
+            killed.append(name)
+    return {name: p.returncode for name, p in children.items()}, killed
+
+
 def _child(args, log_path):
     return subprocess.Popen([sys.executable, "-m", "streamer", *args], stdout=subprocess.DEVNULL,
                             stderr=open(log_path, "wb"))
@@ -34,7 +72,8 @@ def run_all(cfg, stop, log, config_path=None):
     Returns
     -------
     int
-        0 when every frame sent got a mask or a counted drop, 1 when a child failed.
+        0 when every frame sent got a mask or a counted drop; 1 when a child failed or did not
+        stop within ``CHILD_STOP_TIMEOUT_S`` of SIGTERM and was killed (the summary lists it).
     """
     c = cfg.capture
     tmp = tempfile.mkdtemp(prefix="kdrsdl-run-")
@@ -47,7 +86,18 @@ def run_all(cfg, stop, log, config_path=None):
                    "--window", str(cfg.model.window), "--rank", str(cfg.model.rank)]
     if output:
         worker_args += ["--snapshot", os.path.join(output, "contact_sheet.png")]
-    worker = _child(worker_args, os.path.join(tmp, "worker.log"))
+    children = {"worker": _child(worker_args, os.path.join(tmp, "worker.log"))}
+    try:
+        return _run(cfg, stop, log, c, tmp, output, common, children)
+    finally:
+        # whatever happened, no child outlives this command (the capture first: the worker drains)
+        running = {name: children[name] for name in ("capture", "worker") if name in children}
+        stop_children(running, CHILD_STOP_TIMEOUT_S, log)
+
+
+def _run(cfg, stop, log, c, tmp, output, common, children):
+    worker = children["worker"]
+    frames_ep, masks_ep = f"ipc://{tmp}/frames", f"ipc://{tmp}/masks"
     capture_args = ["capture", *common, "--source", c.source, "--frames-endpoint", frames_ep,
                     "--fps", str(c.fps), "--max-frames", str(c.max_frames)]
     if c.width and c.height:
@@ -58,7 +108,7 @@ def run_all(cfg, stop, log, config_path=None):
     deadline = time.monotonic() + 30
     while not os.path.exists(f"{tmp}/frames") and worker.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    capture = _child(capture_args, os.path.join(tmp, "capture.log"))
+    capture = children["capture"] = _child(capture_args, os.path.join(tmp, "capture.log"))
     scene = SyntheticSource(c.source, c.width or None, c.height or None).scene if describe(c.source) == "synthetic" else None
     total = Confusion(0, 0, 0, 0)
     latencies = []
@@ -91,12 +141,11 @@ def run_all(cfg, stop, log, config_path=None):
         sub_stop.set()
 
     threading.Thread(target=watch, daemon=True).start()
-    summary = run_subscriber(cfg, sub_stop, log, on_mask=on_mask)
-    bar.close()
-    for p in (capture, worker):
-        if p.poll() is None:
-            p.terminate()
-    codes = [p.wait(timeout=30) for p in (capture, worker)]
+    try:
+        summary = run_subscriber(cfg, sub_stop, log, on_mask=on_mask)
+    finally:
+        bar.close()
+    codes, killed = stop_children({"capture": capture, "worker": worker}, CHILD_STOP_TIMEOUT_S, log)
     elapsed = time.monotonic() - t_start
     lat = np.array(latencies) if latencies else np.zeros(1)
     result = {
@@ -106,10 +155,11 @@ def run_all(cfg, stop, log, config_path=None):
         "latency_ms_p50": round(1000 * float(np.percentile(lat, 50)), 1),
         "latency_ms_p99": round(1000 * float(np.percentile(lat, 99)), 1),
         "f_measure": None if scene is None or np.isnan(total.f_measure) else round(total.f_measure, 4),
-        "exit_codes": {"capture": codes[0], "worker": codes[1]},
+        "exit_codes": codes,
+        "killed": killed,
         "logs": tmp,
     }
     if output:
         result["output"] = output
     print(json.dumps(result))
-    return 0 if codes == [0, 0] else 1
+    return 0 if all(code == 0 for code in codes.values()) and not killed else 1

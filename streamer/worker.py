@@ -21,6 +21,10 @@ from streamer import checkpoint, metrics, security
 from streamer.protocol import ProtocolError, decode, encode, new_epoch
 
 REJECT_LOG_EVERY = 100
+#: Seconds the worker waits at stop for an abandoned refit to end (the solver checks between
+#: iterations and between the cold start's per-slice SVDs; the refit thread is a daemon and does
+#: not hold up the exit beyond this). With the loop's 0.2 s poll, a stop takes at most ~2.5 s.
+STOP_REFIT_WAIT_S = 2.0
 
 
 class SequenceTracker:
@@ -247,7 +251,8 @@ def run_worker(cfg, stop, log, notify=None):
             latency = (time.time_ns() - h["t_capture_ns"]) / 1e9
             parts = encode("mask", camera, epoch, seq, h["t_capture_ns"], res.fgmask,
                            frame_seq=h["seq"], frame_epoch=h["epoch"], frame_index=h.get("frame_index"),
-                           fg_ratio=fg_ratio, latency_s=latency, threshold=res.threshold, solver=solver)
+                           fg_ratio=fg_ratio, latency_s=latency, threshold=res.threshold, solver=solver,
+                           mask_resolution=cfg.model.mask_resolution, processing_shape=list(model.processing_shape))
             pub.send_multipart(parts, copy=False)
             seq += 1
             m["end_to_end"].observe(latency)
@@ -262,6 +267,12 @@ def run_worker(cfg, stop, log, notify=None):
     finally:
         if backlog:
             dropped_shutdown.inc(len(backlog))
+        # A refit still running is abandoned (it stops at its next iteration); the checkpoint
+        # below holds the last installed solution, the last consistent state.
+        if model.refit_running:
+            log.info("abandoning the %s window refit in progress", model.refit_running)
+        if not model.close(wait=STOP_REFIT_WAIT_S):
+            log.warning("a window refit did not stop within %.0f s; exiting without it", STOP_REFIT_WAIT_S)
         if ckpt_writer:
             ckpt_writer.shutdown(wait=True)
             arrays = _checkpoint_arrays(model, tracker, camera)

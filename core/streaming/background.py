@@ -18,7 +18,7 @@ from core.solver.frame_fit import fit_cores
 from core.solver.kdrsdl import KDRSDLResult
 from core.solver.products import sandwich
 from core.solver.state import slide_state
-from core.streaming import snapshot
+from core.streaming import resolution, snapshot
 from core.streaming.decision import DecisionParams, PixelDecision
 from core.streaming.params import BackgroundParams
 from core.streaming.postprocess import postprocess, square
@@ -41,9 +41,11 @@ class FrameResult:
     Attributes
     ----------
     fgmask : ndarray, shape (h, w), uint8
-        0 background, 255 foreground.
-    score : ndarray, shape (h, w), float32
-        Foreground score |x - L| in [0, 1].
+        0 background, 255 foreground; at the input resolution, or at the processing
+        resolution with ``mask_resolution="processing"``.
+    score_processing : ndarray, shape (hp, wp), float32
+        Foreground score |x - L| in [0, 1] at the processing resolution
+        (:mod:`core.streaming.resolution`); ``score`` has it at the mask's.
     threshold : float or None
         The global threshold applied to ``score`` (``decision="global"``, and every frame
         before the first refit); None when the per-pixel bands decided.
@@ -54,9 +56,14 @@ class FrameResult:
     """
 
     fgmask: np.ndarray
-    score: np.ndarray
+    score_processing: np.ndarray
     threshold: Optional[float]
     refit: Optional[RefitReport] = field(default=None)
+
+    @property
+    def score(self):
+        """The foreground score at the mask's resolution, float32 (h, w) (enlarged on access)."""
+        return resolution.enlarge(self.score_processing, self.fgmask.shape)
 
 
 def _block_mean(x, f):
@@ -117,6 +124,7 @@ class KDRSDLBackgroundSubtractor:
         """Forget everything (e.g. after the camera changed resolution)."""
         p = self.params
         self.shape = None
+        self._proc_shape = None    # the processing resolution (h, w)
         self._window = WindowSchedule(p.window, p.window_stride, p.refit_interval)
         self._result = None
         self._result_start = 0     # window.start of the window the result was solved on
@@ -158,13 +166,15 @@ class KDRSDLBackgroundSubtractor:
         """Background of the last frame (see ``frame_model``), shape (h, w), uint8; None before the first frame."""
         if self._background is None:
             return None
-        return np.clip(np.round(self._background * 255), 0, 255).astype(np.uint8)
+        bg = resolution.enlarge(self._background, self.shape)
+        return np.clip(np.round(bg * 255), 0, 255).astype(np.uint8)
 
     # ----------------------------------------------------------------- checkpoints
     def _settings(self):
         """The knobs a checkpoint must match (all but ``async_refit``), as JSON."""
         d = dataclasses.asdict(self.params)
-        d.pop("async_refit")
+        for name in ("async_refit", "mask_resolution"):  # neither changes what the model learns
+            d.pop(name)
         return json.dumps(d, sort_keys=True)
 
     def checkpoint(self):
@@ -218,6 +228,7 @@ class KDRSDLBackgroundSubtractor:
         self.reset()
         snap = snapshot.from_arrays(ckpt, self._settings(), self.params, PixelDecision.STATE)
         self.shape = snap.frame_shape
+        self._proc_shape = resolution.processing_shape(snap.frame_shape, self.params.max_side)
         self._window.frames = list(snap.window)
         for name in WindowSchedule.COUNTERS:
             setattr(self._window, name, snap.counters[name])
@@ -225,7 +236,7 @@ class KDRSDLBackgroundSubtractor:
         self._lam = snap.lam
         self._sigma = snap.sigma
         if snap.decision is not None:
-            self._decider = self._new_decider(snap.frame_shape)
+            self._decider = self._new_decider(self._proc_shape)
             for name, a in snap.decision.items():
                 setattr(self._decider, name, a)
         if snap.state is not None:
@@ -237,6 +248,16 @@ class KDRSDLBackgroundSubtractor:
         return snap.state is not None
 
     # ----------------------------------------------------------------- model
+    @property
+    def refit_running(self):
+        """"cold" or "warm" while a window refit runs on its thread, else None."""
+        return self._refitter.running
+
+    @property
+    def processing_shape(self):
+        """The (h, w) at which frames are processed (:mod:`core.streaming.resolution`); None before a frame."""
+        return self._proc_shape
+
     @property
     def state(self):
         """The last window solution's :class:`core.KDRSDLState`, or None."""
@@ -256,6 +277,8 @@ class KDRSDLBackgroundSubtractor:
         if self.shape != x.shape:
             self.reset()
             self.shape = x.shape
+            self._proc_shape = resolution.processing_shape(x.shape, self.params.max_side)
+        x = resolution.reduce(x, self._proc_shape)
         p = self.params
         small = _block_mean(x, p.downscale)
         if self._lam is None:
@@ -287,8 +310,27 @@ class KDRSDLBackgroundSubtractor:
             learnt = np.where(under, w * bg_small + (1 - w) * small, small).astype(np.float32)
         self._learn(learnt)
         self.n_frames += 1
-        return FrameResult(fgmask=mask.astype(np.uint8) * 255, score=score, threshold=None if t is None else float(t),
+        if p.mask_resolution == "input":
+            mask = resolution.enlarge_mask(mask, self.shape)
+        return FrameResult(fgmask=mask.astype(np.uint8) * 255, score_processing=score,
+                           threshold=None if t is None else float(t),
                            refit=refit if refit is not None else self._sync_refit)
+
+    def close(self, wait=2.0):
+        """Abandon a running refit (at shutdown): it stops at its next iteration.
+
+        Parameters
+        ----------
+        wait : float
+            Seconds to wait for the refit's thread to end.
+
+        Returns
+        -------
+        bool
+            True when no refit is still running. The learnt state is untouched: a
+            :meth:`checkpoint` after ``close`` holds the last installed solution.
+        """
+        return self._refitter.cancel(wait)
 
     def _new_decider(self, shape):
         p = self.params

@@ -10,6 +10,9 @@ from typing import Optional
 
 import numpy as np
 
+#: Default longest side of the processing resolution, pixels (see ``max_side``).
+MAX_SIDE = 480
+
 
 @dataclass(frozen=True)
 class Knob:
@@ -127,6 +130,11 @@ class BackgroundParams:
     global_offset: bool = knob(True, "Add the frame's median difference from the background to the background "
                                "before scoring: follows a global brightness change (clouds, auto-exposure) "
                                "between refits.")
+    max_side: int = knob(MAX_SIDE, "Longest side of the processing resolution: larger frames are reduced "
+                         "(area averaging, aspect kept) before the window keeps, solves and scores them; "
+                         "0 = the input resolution (core.streaming.resolution).", "pixels", 0, 8192)
+    mask_resolution: str = knob("input", "Resolution of the published mask: 'input' (the decision enlarged "
+                                "to the frame's size) or 'processing'.", choices=("input", "processing"))
     downscale: int = knob(1, "Solve and score at 1/downscale of the resolution (block mean); the score is "
                           "upsampled back.", "", 1, 16)
     # ------------------------------------------------------------------ the decision

@@ -6,15 +6,15 @@ per-pixel spread on it (:func:`core.streaming.decision.pixel_spread`). It never 
 comes back as a report with ``reset=True``, and the model starts cold at the next refit.
 """
 
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
 from core.streaming.decision import pixel_spread
-from core.solver.kdrsdl import KDRSDLResult, kdrsdl
+from core.solver.kdrsdl import Cancelled, KDRSDLResult, kdrsdl
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,8 @@ class RefitSettings:
     e_cut: Optional[float]
 
 
-def solve_window(X, init, start, s):
-    """One refit of window ``X`` (N, m, n) float32; never raises.
+def solve_window(X, init, start, s, cancel=None):
+    """One refit of window ``X`` (N, m, n) float32; never raises, but returns None when cancelled.
 
     Parameters
     ----------
@@ -100,10 +100,13 @@ def solve_window(X, init, start, s):
         Index of the window's first frame, carried into the report.
     s : RefitSettings
         ``e_cut`` None skips the per-pixel spread.
+    cancel : threading.Event, optional
+        Set it to abandon the refit (checked between the solver's iterations).
 
     Returns
     -------
-    RefitReport
+    RefitReport or None
+        None when ``cancel`` was set before the refit finished.
     """
     t0, c0 = time.perf_counter(), time.thread_time()
     try:
@@ -114,54 +117,97 @@ def solve_window(X, init, start, s):
         with np.errstate(all="ignore"):
             if init is None:
                 res = kdrsdl(X, r, lam=s.lam, alpha=s.alpha, mean=True, tol=s.tol, max_iter=3 * s.max_iter,
-                             warn=False)
+                             warn=False, cancel=cancel)
             else:
                 res = kdrsdl(X, r, lam=s.lam, alpha=s.alpha, mean=True, tol=s.tol, max_iter=s.max_iter,
-                             init=init, backoff=s.backoff, rebalance=s.rebalance, warn=False)
+                             init=init, backoff=s.backoff, rebalance=s.rebalance, warn=False, cancel=cancel)
         if not all(np.isfinite(a).all() for a in (res.A, res.B, res.M, res.R)):
             raise FloatingPointError("window refit produced non-finite values")
         sigma = None if s.e_cut is None else pixel_spread(X, res.M, res.E, s.e_cut)
         return RefitReport(start, time.perf_counter() - t0, time.thread_time() - c0, res, sigma, init is not None)
+    except Cancelled:
+        return None
     except (FloatingPointError, np.linalg.LinAlgError, ValueError) as exc:
         return RefitReport(start, time.perf_counter() - t0, time.thread_time() - c0, reset=True,
                            error=f"{type(exc).__name__}: {exc}")
 
 
+class _Job:
+    """One threaded refit: its cancel event, and its report once done."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.cancel = threading.Event()
+        self.done = threading.Event()
+        self.report = None
+
+    def run(self, *args):
+        try:
+            self.report = solve_window(*args, cancel=self.cancel)
+        finally:
+            self.done.set()
+
+
 class Refitter:
-    """Runs refits inline or on one background thread; at most one at a time.
+    """Runs refits inline or on a background thread; at most one at a time.
 
     Parameters
     ----------
     threaded : bool
         On a thread (numpy releases the GIL in BLAS and most ufuncs): a frame never waits for
-        a refit, and the result lands at the first frame after it finished.
+        a refit, and the result lands at the first frame after it finished. The thread is a
+        daemon and can be cancelled (:meth:`cancel`), so a process never waits at exit for a
+        refit it no longer needs.
     """
 
     def __init__(self, threaded):
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdrsdl-refit") if threaded else None
-        self._future = None
+        self.threaded = threaded
+        self._job = None
+        self._thread = None
 
     @property
     def busy(self):
         """A threaded refit is running (or finished and not yet collected)."""
-        return self._future is not None
+        return self._job is not None
+
+    @property
+    def running(self):
+        """"cold" or "warm" while a threaded refit runs (or awaits collection), else None."""
+        return None if self._job is None else self._job.kind
 
     def submit(self, X, init, start, settings):
         """Start a refit; inline, its report is returned at once, else None (see :meth:`collect`)."""
-        if self._executor is None:
+        if not self.threaded:
             return solve_window(X, init, start, settings)
-        self._future = self._executor.submit(solve_window, X, init, start, settings)
+        self._job = _Job("cold" if init is None else "warm")
+        self._thread = threading.Thread(target=self._job.run, args=(X, init, start, settings),
+                                        name="kdrsdl-refit", daemon=True)
+        self._thread.start()
         return None
 
     def collect(self):
         """The report of a finished threaded refit, once; None if none finished."""
-        if self._future is None or not self._future.done():
+        if self._job is None or not self._job.done.is_set():
             return None
-        future, self._future = self._future, None
-        return future.result()
+        job, self._job = self._job, None
+        return job.report
 
-    def cancel(self):
-        """Forget a pending refit (its result, if it comes, is dropped)."""
-        if self._future is not None:
-            self._future.cancel()
-        self._future = None
+    def cancel(self, wait=0.0):
+        """Abandon a pending refit: it stops at the solver's next iteration, its result is dropped.
+
+        Parameters
+        ----------
+        wait : float
+            Seconds to wait for the refit's thread to end (0 = do not wait).
+
+        Returns
+        -------
+        bool
+            True when no refit thread is still running.
+        """
+        if self._job is not None:
+            self._job.cancel.set()
+        self._job = None
+        if self._thread is not None and wait > 0:
+            self._thread.join(wait)
+        return self._thread is None or not self._thread.is_alive()

@@ -14,6 +14,7 @@ from typing import Optional
 import numpy as np
 
 from core.solver.state import KDRSDLState
+from core.streaming.resolution import processing_shape
 from core.streaming.window import WindowSchedule
 
 #: Version of the array layout; a checkpoint of another version is refused.
@@ -44,7 +45,7 @@ class ModelSnapshot:
         The last window solution; None before the first.
     sigma : ndarray, shape (m, n), float32, or None
         The background's per-pixel spread (:func:`core.streaming.decision.pixel_spread`).
-    decision : dict of str to ndarray, each shape (h, w), or None
+    decision : dict of str to ndarray, each of the processing shape, or None
         The per-pixel decision's state (:data:`core.streaming.decision.PixelDecision.STATE`).
     """
 
@@ -128,7 +129,10 @@ def _from_arrays(ckpt, settings, params, decision_state):
         raise ValueError("checkpoint was made with other model settings")
     shape = tuple(int(v) for v in ckpt["frame_shape"])
     window = np.asarray(ckpt["window"], dtype=np.float32)
-    small = tuple(side // params.downscale for side in shape)  # the solve resolution of such frames
+    if len(shape) != 2:
+        raise ValueError(f"checkpoint frame shape {shape} is not (h, w)")
+    proc = processing_shape(shape, params.max_side)
+    small = tuple(side // params.downscale for side in proc)  # the solve resolution of such frames
     if len(shape) != 2 or window.ndim != 3 or window.shape[1:] != small or not 1 <= len(window) <= params.window:
         raise ValueError(f"checkpoint window of shape {window.shape} does not fit frames of {shape}")
     values = [int(v) for v in ckpt["counters"]]
@@ -151,7 +155,7 @@ def _from_arrays(ckpt, settings, params, decision_state):
         decision = {}
         for name, dtype in decision_state.items():
             a = np.asarray(ckpt["decision_" + name], dtype=dtype)
-            if a.shape != shape or not np.isfinite(a).all():
+            if a.shape != proc or not np.isfinite(a).all():
                 raise ValueError(f"checkpoint decision state {name} does not fit frames of {shape}")
             decision[name] = a.copy()
     return ModelSnapshot(frame_shape=shape, window=window, counters=counters, lam=lam, state=state, sigma=sigma,

@@ -1,0 +1,58 @@
+"""The processing resolution: the size at which the model keeps, solves and scores frames.
+
+Cameras deliver 720p to 4K; the background model does not need that many pixels, and its
+window, its refits and its per-frame path all scale with them. Frames larger than
+``max_side`` (their longest side, pixels) are reduced by area averaging (OpenCV's
+``INTER_AREA``) keeping their aspect ratio, and a mask made at that size is brought back to
+the input's by bilinear interpolation of the 0/1 mask, thresholded at one half (smoother
+edges than repeating pixels). Camera services do the same for motion detection (Frigate
+scales its motion frame to a fixed height).
+"""
+
+import cv2
+import numpy as np
+
+
+def processing_shape(shape, max_side):
+    """The (h, w) at which frames of ``shape`` are processed.
+
+    Parameters
+    ----------
+    shape : (int, int)
+        Input frame shape (h, w), pixels.
+    max_side : int
+        Longest side of the processing size, pixels; 0 = the input size.
+
+    Returns
+    -------
+    (int, int)
+        ``shape`` itself when its longest side is at most ``max_side`` (or ``max_side`` is 0),
+        else scaled so that its longest side is ``max_side`` (each side at least 1).
+    """
+    h, w = shape
+    if max_side <= 0 or max(h, w) <= max_side:
+        return (h, w)
+    f = max_side / max(h, w)
+    return (max(1, round(h * f)), max(1, round(w * f)))
+
+
+def reduce(frame, shape):
+    """``frame`` (h, w) float32 at ``shape`` (area averaging); itself when the shape is equal."""
+    if frame.shape == tuple(shape):
+        return frame
+    return cv2.resize(frame, (shape[1], shape[0]), interpolation=cv2.INTER_AREA)
+
+
+def enlarge_mask(mask, shape):
+    """A bool mask brought to ``shape`` (h, w): bilinear on 0/255, thresholded at 128."""
+    if mask.shape == tuple(shape):
+        return mask
+    m = cv2.resize(mask.view(np.uint8) * np.uint8(255), (shape[1], shape[0]), interpolation=cv2.INTER_LINEAR)
+    return m >= 128
+
+
+def enlarge(image, shape):
+    """A float32 image (score, background) brought to ``shape`` (h, w), bilinear."""
+    if image.shape == tuple(shape):
+        return image
+    return cv2.resize(image, (shape[1], shape[0]), interpolation=cv2.INTER_LINEAR)

@@ -1,0 +1,84 @@
+"""Stops that finish: the worker mid-refit at 1280 x 720, and `kdrsdl run` with a hung child."""
+
+import json
+import os
+import signal
+import time
+
+import numpy as np
+
+from core.streaming.background import KDRSDLBackgroundSubtractor
+from core.streaming.params import BackgroundParams
+from helpers import free_port, kdrsdl, metric, scrape, stop, wait_for
+from streamer import checkpoint
+
+
+def test_sigterm_during_a_cold_refit_at_720p_stops_within_5_s_and_the_checkpoint_restores_warm(tmp_path):
+    # max_side = 0 keeps the full 1280 x 720, the hardest case for a stop, and rank 100 makes each
+    # iteration 5x the default's work. With window_stride = 1 the window is full (30 frames) by the
+    # time the first cold refit (of 2 frames, at frame 2) is installed, so the next cold refit, of
+    # the full window, starts at the next frame: 30 SVDs of 720 x 1280 and up to 90 iterations,
+    # measured at about half a minute. The stop lands inside it.
+    cfg = tmp_path / "cam.toml"
+    cfg.write_text(f'camera = "hd"\n[model]\nmax_side = 0\nwindow_stride = 1\nrank = 100\n'
+                   f'[worker]\nstate_dir = "{tmp_path}"\n')
+    port = free_port()
+    frames = f"ipc://{tmp_path}/frames"
+    worker = kdrsdl("worker", "--config", cfg, "--frames-endpoint", frames, "--masks-endpoint",
+                    f"ipc://{tmp_path}/masks", "--metrics-port", port)
+    capture = kdrsdl("capture", "--config", cfg, "--source", "synthetic:1280x720", "--fps", 15,
+                     "--frames-endpoint", frames)
+    try:
+        wait_for(lambda: (lambda s: s and metric(s, "kdrsdl_solver_starts_total", camera="hd", mode="cold") >= 1)(
+            scrape(port)), 120, "the first cold refit installed")
+        time.sleep(1.0)  # the full window's cold refit has started
+        stop(capture)
+        t0 = time.monotonic()
+        code, _, err = stop(worker, timeout=30)
+        elapsed = time.monotonic() - t0
+    finally:
+        stop(capture)
+        stop(worker)
+    assert "abandoning the cold window refit in progress" in err, err[-3000:]  # the stop did hit one
+    assert code == 0, err[-3000:]
+    assert elapsed < 5.0, f"worker took {elapsed:.1f} s to stop"
+    arrays = checkpoint.load(checkpoint.path_for(str(tmp_path), "hd"))
+    model = KDRSDLBackgroundSubtractor(BackgroundParams(max_side=0, window_stride=1, rank=100))
+    assert model.restore(arrays) is True  # warm: the last installed solution
+    assert model.state.n_slices < 30 and model.processing_shape == (720, 1280)  # the growing window's
+    assert model.apply(np.zeros((720, 1280), np.uint8)).shape == (720, 1280)
+
+
+def _children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except FileNotFoundError:
+        return []
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_run_kills_a_child_that_does_not_stop_and_exits_nonzero_without_a_traceback(tmp_path):
+    run = kdrsdl("run", "--source", "synthetic", "--fps", 30, "--max-frames", 0, cwd=tmp_path)
+    kids = wait_for(lambda: len(_children(run.pid)) == 2 and _children(run.pid), 60, "capture and worker started")
+    worker = min(kids)  # started first
+    time.sleep(3)  # masks flowing
+    os.kill(worker, signal.SIGSTOP)  # a hung worker: SIGTERM stays pending, only SIGKILL ends it
+    t0 = time.monotonic()
+    code, out, err = stop(run, timeout=60)
+    elapsed = time.monotonic() - t0
+    assert code == 1, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["killed"] == ["worker"] and summary["exit_codes"]["worker"] == -signal.SIGKILL
+    assert summary["exit_codes"]["capture"] == 0 and summary["masks"] > 0
+    # CHILD_STOP_TIMEOUT_S (10 s) plus the summary: 30 s of margin for a busy machine
+    assert elapsed < 40, elapsed
+    assert not any(_alive(pid) for pid in kids), "a child outlived kdrsdl run"
