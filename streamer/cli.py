@@ -107,7 +107,7 @@ def build_parser():
     e.add_argument("--frames", metavar="A:B", help="score only this range inside temporalROI (1-based, inclusive)")
     e.add_argument("--sweep", action="store_true", help="paper's oracle sweep of 20 lambdas for kdrsdl and rpca")
     e.add_argument("--config", metavar="FILE", help="TOML configuration whose [model] table sets kdrsdl-stream's "
-                   "knobs (cdnet protocol; e.g. max_side = 0 to process at the input resolution)")
+                   "knobs (cdnet protocol; e.g. processing_side = 0 to process at the input resolution)")
     e.add_argument("--json", metavar="PATH", help="write the results as JSON")
     e.add_argument("--report", metavar="DIR", help="write report.md with curves and a contact sheet per sequence")
     return p

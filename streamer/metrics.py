@@ -5,6 +5,7 @@ in ``_seconds``; rates are left to PromQL. The default registry also exports the
 process collector (``process_cpu_seconds_total``, ``process_resident_memory_bytes``).
 """
 
+import importlib.metadata
 import platform
 import socketserver
 import threading
@@ -45,7 +46,10 @@ class _Quiet(WSGIRequestHandler):
     def log_message(self, *args):
         pass
 
-__version__ = "0.1.0"
+try:
+    __version__ = importlib.metadata.version("kdrsdl-stream")  # one version: pyproject.toml's
+except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "unknown"
 
 #: Video latencies: a frame period at 100 fps is 10 ms, a refit can take seconds.
 LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.033, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0)

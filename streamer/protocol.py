@@ -27,6 +27,8 @@ MAX_HEADER_BYTES = 16384
 CAMERA_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 DTYPES = {"uint8": np.uint8}
 KINDS = ("frame", "mask")
+#: A receiver logs its first 10 rejected messages, then every 100th (all are counted).
+REJECT_LOG_EVERY = 100
 
 
 class ProtocolError(ValueError):
@@ -172,3 +174,21 @@ def decode(parts, kind, max_side=MAX_SIDE):
         raise ProtocolError("size", f"payload of {len(payload)} bytes, shape {shape} needs {expected}")
     image = np.frombuffer(payload, dtype=dtype).reshape(shape)
     return Message(kind=kind, header=header, image=image)
+
+
+class SequenceTracker:
+    """Counts gaps in ``seq`` within a sender epoch; a new epoch is a restart, not a loss."""
+
+    def __init__(self):
+        self.epoch, self.last = None, None
+
+    def update(self, epoch, seq):
+        """Return ``(lost, restarted)`` for a received ``(epoch, seq)``; ``lost`` < 0 means a repeated or old seq."""
+        if epoch != self.epoch:
+            restarted = self.epoch is not None
+            self.epoch, self.last = epoch, seq
+            return seq if not restarted else 0, restarted
+        lost = seq - self.last - 1
+        if lost >= 0:
+            self.last = seq
+        return lost, False

@@ -12,7 +12,7 @@ import zmq
 
 from streamer import security
 from streamer.protocol import MAX_SIDE, ProtocolError, decode, topic
-from streamer.worker import REJECT_LOG_EVERY, SequenceTracker
+from streamer.protocol import REJECT_LOG_EVERY, SequenceTracker
 
 
 def run_subscriber(cfg, stop, log, on_mask=None, out=sys.stdout):

@@ -18,31 +18,12 @@ import zmq
 
 from core.streaming.background import KDRSDLBackgroundSubtractor
 from streamer import checkpoint, metrics, security
-from streamer.protocol import ProtocolError, decode, encode, new_epoch
+from streamer.protocol import REJECT_LOG_EVERY, ProtocolError, SequenceTracker, decode, encode, new_epoch
 
-REJECT_LOG_EVERY = 100
 #: Seconds the worker waits at stop for an abandoned refit to end (the solver checks between
 #: iterations and between the cold start's per-slice SVDs; the refit thread is a daemon and does
 #: not hold up the exit beyond this). With the loop's 0.2 s poll, a stop takes at most ~2.5 s.
 STOP_REFIT_WAIT_S = 2.0
-
-
-class SequenceTracker:
-    """Counts gaps in ``seq`` within a sender epoch; a new epoch is a restart, not a loss."""
-
-    def __init__(self):
-        self.epoch, self.last = None, None
-
-    def update(self, epoch, seq):
-        """Return ``(lost, restarted)`` for a received ``(epoch, seq)``; ``lost`` < 0 means a repeated or old seq."""
-        if epoch != self.epoch:
-            restarted = self.epoch is not None
-            self.epoch, self.last = epoch, seq
-            return seq if not restarted else 0, restarted
-        lost = seq - self.last - 1
-        if lost >= 0:
-            self.last = seq
-        return lost, False
 
 
 def contact_sheet(frame, background, score, fgmask):

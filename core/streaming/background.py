@@ -228,7 +228,7 @@ class KDRSDLBackgroundSubtractor:
         self.reset()
         snap = snapshot.from_arrays(ckpt, self._settings(), self.params, PixelDecision.STATE)
         self.shape = snap.frame_shape
-        self._proc_shape = resolution.processing_shape(snap.frame_shape, self.params.max_side)
+        self._proc_shape = resolution.processing_shape(snap.frame_shape, self.params.processing_side)
         self._window.frames = list(snap.window)
         for name in WindowSchedule.COUNTERS:
             setattr(self._window, name, snap.counters[name])
@@ -277,7 +277,7 @@ class KDRSDLBackgroundSubtractor:
         if self.shape != x.shape:
             self.reset()
             self.shape = x.shape
-            self._proc_shape = resolution.processing_shape(x.shape, self.params.max_side)
+            self._proc_shape = resolution.processing_shape(x.shape, self.params.processing_side)
         x = resolution.reduce(x, self._proc_shape)
         p = self.params
         small = _block_mean(x, p.downscale)

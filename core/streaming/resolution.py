@@ -2,7 +2,7 @@
 
 Cameras deliver 720p to 4K; the background model does not need that many pixels, and its
 window, its refits and its per-frame path all scale with them. Frames larger than
-``max_side`` (their longest side, pixels) are reduced by area averaging (OpenCV's
+``processing_side`` (their longest side, pixels) are reduced by area averaging (OpenCV's
 ``INTER_AREA``) keeping their aspect ratio, and a mask made at that size is brought back to
 the input's by bilinear interpolation of the 0/1 mask, thresholded at one half (smoother
 edges than repeating pixels). Camera services do the same for motion detection (Frigate
@@ -13,26 +13,26 @@ import cv2
 import numpy as np
 
 
-def processing_shape(shape, max_side):
+def processing_shape(shape, side):
     """The (h, w) at which frames of ``shape`` are processed.
 
     Parameters
     ----------
     shape : (int, int)
         Input frame shape (h, w), pixels.
-    max_side : int
+    side : int
         Longest side of the processing size, pixels; 0 = the input size.
 
     Returns
     -------
     (int, int)
-        ``shape`` itself when its longest side is at most ``max_side`` (or ``max_side`` is 0),
-        else scaled so that its longest side is ``max_side`` (each side at least 1).
+        ``shape`` itself when its longest side is at most ``side`` (or ``side`` is 0),
+        else scaled so that its longest side is ``side`` (each side at least 1).
     """
     h, w = shape
-    if max_side <= 0 or max(h, w) <= max_side:
+    if side <= 0 or max(h, w) <= side:
         return (h, w)
-    f = max_side / max(h, w)
+    f = side / max(h, w)
     return (max(1, round(h * f)), max(1, round(w * f)))
 
 

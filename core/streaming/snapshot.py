@@ -131,7 +131,7 @@ def _from_arrays(ckpt, settings, params, decision_state):
     window = np.asarray(ckpt["window"], dtype=np.float32)
     if len(shape) != 2:
         raise ValueError(f"checkpoint frame shape {shape} is not (h, w)")
-    proc = processing_shape(shape, params.max_side)
+    proc = processing_shape(shape, params.processing_side)
     small = tuple(side // params.downscale for side in proc)  # the solve resolution of such frames
     if len(shape) != 2 or window.ndim != 3 or window.shape[1:] != small or not 1 <= len(window) <= params.window:
         raise ValueError(f"checkpoint window of shape {window.shape} does not fit frames of {shape}")

@@ -52,3 +52,17 @@ def test_malformed_messages_are_rejected_with_reason(parts, reason):
     with pytest.raises(ProtocolError) as info:
         decode(parts, "frame")
     assert info.value.reason == reason
+
+
+def test_sequence_tracker_counts_gaps_within_an_epoch_and_restarts_across():
+    from streamer.protocol import SequenceTracker
+
+    t = SequenceTracker()
+    assert t.update("a", 0) == (0, False)
+    assert t.update("a", 1) == (0, False)
+    assert t.update("a", 5) == (3, False)       # 2, 3, 4 lost
+    assert t.update("a", 4) == (-2, False)      # old: rejected by the caller, position kept
+    assert t.update("a", 6) == (0, False)
+    assert t.update("b", 0) == (0, True)        # a new epoch is a restart, not 7 losses
+    fresh = SequenceTracker()
+    assert fresh.update("c", 10) == (10, False)  # joining late: the first 10 were lost

@@ -14,13 +14,13 @@ from streamer import checkpoint
 
 
 def test_sigterm_during_a_cold_refit_at_720p_stops_within_5_s_and_the_checkpoint_restores_warm(tmp_path):
-    # max_side = 0 keeps the full 1280 x 720, the hardest case for a stop, and rank 100 makes each
+    # processing_side = 0 keeps the full 1280 x 720, the hardest case for a stop, and rank 100 makes each
     # iteration 5x the default's work. With window_stride = 1 the window is full (30 frames) by the
     # time the first cold refit (of 2 frames, at frame 2) is installed, so the next cold refit, of
     # the full window, starts at the next frame: 30 SVDs of 720 x 1280 and up to 90 iterations,
     # measured at about half a minute. The stop lands inside it.
     cfg = tmp_path / "cam.toml"
-    cfg.write_text(f'camera = "hd"\n[model]\nmax_side = 0\nwindow_stride = 1\nrank = 100\n'
+    cfg.write_text(f'camera = "hd"\n[model]\nprocessing_side = 0\nwindow_stride = 1\nrank = 100\n'
                    f'[worker]\nstate_dir = "{tmp_path}"\n')
     port = free_port()
     frames = f"ipc://{tmp_path}/frames"
@@ -43,7 +43,7 @@ def test_sigterm_during_a_cold_refit_at_720p_stops_within_5_s_and_the_checkpoint
     assert code == 0, err[-3000:]
     assert elapsed < 5.0, f"worker took {elapsed:.1f} s to stop"
     arrays = checkpoint.load(checkpoint.path_for(str(tmp_path), "hd"))
-    model = KDRSDLBackgroundSubtractor(BackgroundParams(max_side=0, window_stride=1, rank=100))
+    model = KDRSDLBackgroundSubtractor(BackgroundParams(processing_side=0, window_stride=1, rank=100))
     assert model.restore(arrays) is True  # warm: the last installed solution
     assert model.state.n_slices < 30 and model.processing_shape == (720, 1280)  # the growing window's
     assert model.apply(np.zeros((720, 1280), np.uint8)).shape == (720, 1280)
