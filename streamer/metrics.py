@@ -1,4 +1,4 @@
-"""Prometheus metrics of the capture and worker processes (DESIGN.md, "Metrics").
+"""Prometheus metrics of the capture and worker processes (docs/design.md, "Metrics").
 
 Prefix ``kdrsdl_``, label ``camera``. Counters end in ``_total`` and durations
 in ``_seconds``; rates are left to PromQL. The default registry also exports the

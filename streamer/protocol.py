@@ -1,4 +1,4 @@
-"""The wire format of frames and masks over ZeroMQ (DESIGN.md, "Message format").
+"""The wire format of frames and masks over ZeroMQ (docs/design.md, "Wire format").
 
 A message is three frames: ``[topic, header, payload]``.
 

@@ -1,7 +1,7 @@
 """Frame sources: camera index, rtsp/http(s) URL, video file, or the built-in synthetic scene.
 
 Every source yields grayscale uint8 frames. Reads from network streams are timed:
-a frozen RTSP server can make a read block and still return True (DESIGN.md).
+a frozen RTSP server can make a read block and still return True (docs/design.md, "Failure handling").
 """
 
 import os
@@ -12,7 +12,7 @@ import numpy as np
 
 from core.evaluation.scene import SyntheticScene
 
-#: OpenCV FFmpeg timeouts for network streams, milliseconds (DESIGN.md, measured).
+#: OpenCV FFmpeg timeouts for network streams, milliseconds (docs/design.md, "Failure handling"; measured).
 OPEN_TIMEOUT_MS = 3000
 READ_TIMEOUT_MS = 2000
 

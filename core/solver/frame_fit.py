@@ -1,6 +1,6 @@
 """Robust cores of new frames on a fixed dictionary (A, B) and mean M.
 
-ALGORITHM.md, "Cheaper still": with A, B (and M) fixed, a frame's (K, R, E) is
+docs/algorithm.md, "Per-frame cores": with A, B (and M) fixed, a frame's (K, R, E) is
 solved by the same updates as Algorithm 1 restricted to that frame: O(m n r) per
 frame and iteration. Used for every new frame in the streaming model and to
 initialise the new slices of a warm-started window.

@@ -138,7 +138,7 @@ def _cold_init(X, r, mean, align_signs, cancel=None):
         U[i], V[i] = u[:, :r], vt[:r].T
     if align_signs:
         # Documented deviation: flip each slice's singular pairs to agree with the first
-        # slice's before averaging, so that opposite signs do not cancel (ALGORITHM.md).
+        # slice's before averaging, so that opposite signs do not cancel (docs/algorithm.md, "Algorithm 1").
         sgn = np.sign(np.einsum("imr,mr->ir", U, U[0]))
         sgn[sgn == 0] = 1
         U = U * sgn[:, None, :]
@@ -206,7 +206,7 @@ def _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance):
         np.multiply(old.transpose(1, 0, 2), scale, out=U[:, :N_old])
     # Back mu off from its final (possibly capped) value so that the E threshold
     # lam/mu is not ~0 (which freezes the background), and scale muK by the same factor
-    # so that mu/muK is unchanged (ALGORITHM.md, "Warm start").
+    # so that mu/muK is unchanged (docs/algorithm.md, "Warm start").
     mu = float(max(mu0, init.mu * rho ** (-backoff)))
     muK = float(init.muK * (mu / init.mu))
     if N > N_old:
@@ -453,7 +453,7 @@ def kdrsdl(
         shrink(e, lam / mu, out=e, work=w)   # w = clip(Z, -lam/mu, lam/mu)
         np.add(lk, w, out=t)
         if mean:
-            # robust mean M' = mean_i (X_i - E_i) (ALGORITHM.md, "Robust mean")
+            # robust mean M' = mean_i (X_i - E_i) (docs/algorithm.md, "The robust mean")
             M_new = X_mean[rows] - e.mean(axis=1)
             t += (M[rows] - M_new)[:, None, :]
             M[rows] = M_new

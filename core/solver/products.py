@@ -2,7 +2,7 @@
 
 The solver's O(N m n r) cost is in products of a stack of N slices with one
 shared matrix. ``np.matmul`` of a 2-D by a 3-D array broadcasts into N small
-products (about 4x slower here, ALGORITHM.md "Cost and speed"); these helpers
+products (about 4x slower here, docs/algorithm.md, "Cost and layout"); these helpers
 reshape so that BLAS sees one large matrix product.
 
 Two layouts: stacks ``(N, p, q)`` (the public one, used per frame by the streaming

@@ -75,7 +75,7 @@ def slide_state(state, s):
     previous window without its first ``s`` frames and with ``s`` new ones
     appended, keeps ``A``, ``B``, ``M`` and the slices (cores and duals) of the
     frames that remain; the solver initialises the ``s`` new slices itself
-    (ALGORITHM.md, "Warm start for a sliding window").
+    (docs/algorithm.md, "Warm start").
 
     Parameters
     ----------

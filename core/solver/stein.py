@@ -22,7 +22,7 @@ def stein_solve(AtA, BtB, C, mu, muK):
         K_i = P [ (P^T C_i Q) / (muK + mu a b^T) ] Q^T
 
     costing O(r^3) per slice instead of the O(r^6) of the vectorised
-    (r^2 x r^2) Kronecker system (paper Section 3.2; ALGORITHM.md).
+    (r^2 x r^2) Kronecker system (paper Section 3.2; docs/algorithm.md, "The Stein step").
 
     Parameters
     ----------

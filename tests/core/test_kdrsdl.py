@@ -95,7 +95,7 @@ def test_returned_E_M_L_are_those_the_last_criterion_measured(max_iter):
     # The solver's sweep makes iteration k + 1's E and M before it knows whether
     # iteration k met the criterion (core/solver/kdrsdl.py, Notes). The result must still
     # be iteration k's: its criterion is max_i |X_i - M - L_i - E_i| / |X_i|
-    # (ALGORITHM.md, stopping rule; L includes M), so recompute it from the result.
+    # (docs/algorithm.md, "Algorithm 1"; L includes M), so recompute it from the result.
     scene = SyntheticScene(24, 32, seed=5)
     X = np.stack([scene.frame(t) for t in range(40)]).astype(np.float64)
     with warnings.catch_warnings():
@@ -130,7 +130,7 @@ def test_restart_on_same_window_stops_at_once(paper_30):
 def test_slid_window_warm_start_is_faster_and_agrees_with_cold():
     s, N = 3, 30
     d = synthetic_tensor(N + s, 40, 40, 40, 8, 6, 0.1, rng=1)
-    lam = 1 / np.sqrt(N * 40)  # fixed across windows (ALGORITHM.md)
+    lam = 1 / np.sqrt(N * 40)  # fixed across windows (docs/algorithm.md, "Warm start")
     first = kdrsdl(d.X[:N], lam=lam, tol=1e-7, max_iter=300)
     cold = kdrsdl(d.X[s:], lam=lam, tol=1e-7, max_iter=300)
     warm = kdrsdl(d.X[s:], lam=lam, tol=1e-7, max_iter=300, init=slide_state(first.state, s))
@@ -166,7 +166,7 @@ def _parked_object_run(backoff):
 
 def test_warm_start_does_not_freeze_the_background():
     """A static object appears and stays: it must enter L (the background)."""
-    # The pitfall (ALGORITHM.md): keeping the final mu "converges" in 1-3 iterations
+    # The pitfall (docs/algorithm.md, "Warm start"): keeping the final mu "converges" in 1-3 iterations
     # and L never changes (measured 0.547 throughout; background 0.55, object 0.95).
     frozen, frozen_iters = _parked_object_run(backoff=0)
     assert frozen_iters.max() <= 3 and frozen.max() < 0.56
