@@ -11,14 +11,20 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-.PHONY: install run test bench bench-denoise
+.PHONY: install run test lint bench bench-denoise
 install: $(VENV)/.installed
 
 run: $(VENV)/.installed
 	$(VENV)/bin/kdrsdl run --source synthetic --max-frames 600 --output out
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed lint
 	$(PY) -m pytest -q -ra tests
+
+# Lint, format and types (pyproject.toml: [tool.ruff], [tool.mypy]); part of `make test`.
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check core streamer tests
+	$(VENV)/bin/ruff format --check core streamer tests
+	$(VENV)/bin/mypy
 
 bench: $(VENV)/.installed
 	OPENBLAS_NUM_THREADS=2 $(PY) tests/bench/bench_solver.py

@@ -23,7 +23,7 @@ BACKOFF_MAX_S = 2.0
 
 def backoff_delay(attempt, rng=random):
     """Seconds to wait before reopen attempt ``attempt`` (0-based): exponential, capped, jittered (x0.5-1)."""
-    return min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * 2 ** attempt) * rng.uniform(0.5, 1.0)
+    return min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * 2**attempt) * rng.uniform(0.5, 1.0)
 
 
 def run_capture(cfg, stop, log, notify=None):

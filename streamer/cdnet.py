@@ -128,8 +128,10 @@ class Sequence:
         a = self.roi_first if a is None else a
         b = self.roi_last if b is None else b
         if not self.roi_first <= a <= b <= self.roi_last:
-            raise DatasetError(f"frames {a}:{b} are outside the annotated range "
-                               f"{self.roi_first}:{self.roi_last} ({self.root / 'temporalROI.txt'})")
+            raise DatasetError(
+                f"frames {a}:{b} are outside the annotated range "
+                f"{self.roi_first}:{self.roi_last} ({self.root / 'temporalROI.txt'})"
+            )
         return [i for i in range(a, b + 1) if self.gt_path(i).is_file()]
 
     def roi(self, shape):
@@ -145,8 +147,9 @@ class Sequence:
             if path.is_file():
                 roi = read_gray(path)
                 if roi.shape != tuple(shape):
-                    raise DatasetError(f"{path}: size {roi.shape[1]}x{roi.shape[0]}, "
-                                       f"but the frames are {shape[1]}x{shape[0]}")
+                    raise DatasetError(
+                        f"{path}: size {roi.shape[1]}x{roi.shape[0]}, but the frames are {shape[1]}x{shape[0]}"
+                    )
                 return roi > 0
         return None
 
@@ -166,8 +169,10 @@ class Sequence:
         for k, i in enumerate(range(a + 1, b + 1), start=1):
             f = read_gray(self.input_path(i))
             if f.shape != first.shape:
-                raise DatasetError(f"{self.input_path(i)}: size {f.shape[1]}x{f.shape[0]}, "
-                                   f"but frame {a} is {first.shape[1]}x{first.shape[0]}")
+                raise DatasetError(
+                    f"{self.input_path(i)}: size {f.shape[1]}x{f.shape[0]}, "
+                    f"but frame {a} is {first.shape[1]}x{first.shape[0]}"
+                )
             out[k] = f
         return out
 
@@ -215,6 +220,7 @@ def find_sequences(root):
     if not found:
         found = sorted(p.parent for p in root.glob("*/*/input") if p.is_dir())
     if not found:
-        raise DatasetError(f"{root}: no sequence found (expected input/ in it, in ROOT/<sequence>/ "
-                           "or in ROOT/<category>/<sequence>/)")
+        raise DatasetError(
+            f"{root}: no sequence found (expected input/ in it, in ROOT/<sequence>/ or in ROOT/<category>/<sequence>/)"
+        )
     return [Sequence.open(p) for p in found]

@@ -10,38 +10,75 @@ import sys
 from streamer.config import EX_CONFIG, ConfigError, load
 
 # flag dest -> config key
-CAPTURE_KEYS = {"source": "capture.source", "frames_endpoint": "capture.frames_endpoint",
-                "metrics_port": "capture.metrics_port", "fps": "capture.fps", "width": "capture.width",
-                "height": "capture.height", "loop": "capture.loop", "max_frames": "capture.max_frames",
-                "curve_secret_key": "capture.curve_secret_key", "curve_server_key": "capture.curve_server_key"}
-WORKER_KEYS = {"frames_endpoint": "worker.frames_endpoint", "masks_endpoint": "worker.masks_endpoint",
-               "metrics_port": "worker.metrics_port", "window": "model.window", "rank": "model.rank",
-               "snapshot": "worker.snapshot", "state_dir": "worker.state_dir",
-               "checkpoint_interval": "worker.checkpoint_interval_s",
-               "curve_secret_key": "worker.curve_secret_key", "curve_authorized_keys": "worker.curve_authorized_keys"}
-SUBSCRIBE_KEYS = {"masks_endpoint": "subscribe.masks_endpoint", "output": "subscribe.output",
-                  "count": "subscribe.count", "curve_secret_key": "subscribe.curve_secret_key",
-                  "curve_server_key": "subscribe.curve_server_key"}
-RUN_KEYS = {"source": "capture.source", "max_frames": "capture.max_frames", "output": "subscribe.output",
-            "fps": "capture.fps", "width": "capture.width", "height": "capture.height", "loop": "capture.loop"}
+CAPTURE_KEYS = {
+    "source": "capture.source",
+    "frames_endpoint": "capture.frames_endpoint",
+    "metrics_port": "capture.metrics_port",
+    "fps": "capture.fps",
+    "width": "capture.width",
+    "height": "capture.height",
+    "loop": "capture.loop",
+    "max_frames": "capture.max_frames",
+    "curve_secret_key": "capture.curve_secret_key",
+    "curve_server_key": "capture.curve_server_key",
+}
+WORKER_KEYS = {
+    "frames_endpoint": "worker.frames_endpoint",
+    "masks_endpoint": "worker.masks_endpoint",
+    "metrics_port": "worker.metrics_port",
+    "window": "model.window",
+    "rank": "model.rank",
+    "snapshot": "worker.snapshot",
+    "state_dir": "worker.state_dir",
+    "checkpoint_interval": "worker.checkpoint_interval_s",
+    "curve_secret_key": "worker.curve_secret_key",
+    "curve_authorized_keys": "worker.curve_authorized_keys",
+}
+SUBSCRIBE_KEYS = {
+    "masks_endpoint": "subscribe.masks_endpoint",
+    "output": "subscribe.output",
+    "count": "subscribe.count",
+    "curve_secret_key": "subscribe.curve_secret_key",
+    "curve_server_key": "subscribe.curve_server_key",
+}
+RUN_KEYS = {
+    "source": "capture.source",
+    "max_frames": "capture.max_frames",
+    "output": "subscribe.output",
+    "fps": "capture.fps",
+    "width": "capture.width",
+    "height": "capture.height",
+    "loop": "capture.loop",
+}
 
 
 def build_parser():
     """The argparse parser of every subcommand."""
-    p = argparse.ArgumentParser(prog="kdrsdl", description=(
-        "Real-time video background subtraction with KDRSDL (Bahri et al., ICCV 2017): "
-        "capture -> ZeroMQ -> worker -> foreground masks on a ZeroMQ topic."))
+    p = argparse.ArgumentParser(
+        prog="kdrsdl",
+        description=(
+            "Real-time video background subtraction with KDRSDL (Bahri et al., ICCV 2017): "
+            "capture -> ZeroMQ -> worker -> foreground masks on a ZeroMQ topic."
+        ),
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(sp, camera_required=False):
         sp.add_argument("--config", metavar="FILE", help="TOML configuration file; flags override it")
-        sp.add_argument("--camera", metavar="NAME", required=False,
-                        help="camera name, 1-64 of A-Z a-z 0-9 _ . - (topic frame/NAME/ and mask/NAME/)")
+        sp.add_argument(
+            "--camera",
+            metavar="NAME",
+            required=False,
+            help="camera name, 1-64 of A-Z a-z 0-9 _ . - (topic frame/NAME/ and mask/NAME/)",
+        )
 
     c = sub.add_parser("capture", help="read a source and push grayscale frames to a worker")
     common(c)
-    c.add_argument("--source", metavar="SRC", help="camera index (0), rtsp:// or http(s):// URL, video file, "
-                   "or 'synthetic[:WxH]' (default synthetic)")
+    c.add_argument(
+        "--source",
+        metavar="SRC",
+        help="camera index (0), rtsp:// or http(s):// URL, video file, or 'synthetic[:WxH]' (default synthetic)",
+    )
     c.add_argument("--frames-endpoint", metavar="EP", help="ZeroMQ endpoint the worker binds (connect)")
     c.add_argument("--metrics-port", type=int, metavar="P", help="Prometheus /metrics port on 127.0.0.1 (0 = off)")
     c.add_argument("--fps", type=float, metavar="F", help="frame-rate limit, frames per second (0 = none)")
@@ -51,8 +88,11 @@ def build_parser():
     c.add_argument("--max-frames", type=int, metavar="N", help="stop after N frames (0 = never)")
 
     def curve_client(sp):
-        sp.add_argument("--curve-secret-key", metavar="FILE", help="CURVE: this process's NAME.key_secret "
-                        "(kdrsdl keygen); with --curve-server-key")
+        sp.add_argument(
+            "--curve-secret-key",
+            metavar="FILE",
+            help="CURVE: this process's NAME.key_secret (kdrsdl keygen); with --curve-server-key",
+        )
         sp.add_argument("--curve-server-key", metavar="FILE", help="CURVE: the worker's public NAME.key")
 
     curve_client(c)
@@ -64,15 +104,26 @@ def build_parser():
     w.add_argument("--metrics-port", type=int, metavar="P", help="Prometheus /metrics port on 127.0.0.1 (0 = off)")
     w.add_argument("--window", type=int, metavar="N", help="frames in the model's window")
     w.add_argument("--rank", type=int, metavar="R", help="dictionary size r")
-    w.add_argument("--snapshot", metavar="PNG", help="write frame | background | score | mask of the last frame at stop")
-    w.add_argument("--state-dir", metavar="DIR", help="checkpoint the model to DIR/<camera>.npz and resume from it "
-                   "at start (default: no checkpoints)")
+    w.add_argument(
+        "--snapshot", metavar="PNG", help="write frame | background | score | mask of the last frame at stop"
+    )
+    w.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="checkpoint the model to DIR/<camera>.npz and resume from it at start (default: no checkpoints)",
+    )
     w.add_argument("--checkpoint-interval", type=float, metavar="S", help="seconds between checkpoints (default 60)")
 
-    w.add_argument("--curve-secret-key", metavar="FILE", help="CURVE on both sockets: the worker's NAME.key_secret "
-                   "(kdrsdl keygen); with --curve-authorized-keys")
-    w.add_argument("--curve-authorized-keys", metavar="DIR", help="CURVE: directory of the public NAME.key files "
-                   "of the captures and subscribers allowed in")
+    w.add_argument(
+        "--curve-secret-key",
+        metavar="FILE",
+        help="CURVE on both sockets: the worker's NAME.key_secret (kdrsdl keygen); with --curve-authorized-keys",
+    )
+    w.add_argument(
+        "--curve-authorized-keys",
+        metavar="DIR",
+        help="CURVE: directory of the public NAME.key files of the captures and subscribers allowed in",
+    )
 
     s = sub.add_parser("subscribe", help="print (and optionally save) the masks of a camera")
     common(s)
@@ -90,24 +141,40 @@ def build_parser():
     r.add_argument("--source", metavar="SRC", default=None, help="as for capture (default synthetic)")
     r.add_argument("--max-frames", type=int, metavar="N", default=300, help="frames to process (default 300)")
     r.add_argument("--output", metavar="DIR", help="write masks and contact_sheet.png into DIR")
-    r.add_argument("--fps", type=float, metavar="F", default=30.0, help="source frame rate (default 30, 0 = unthrottled)")
+    r.add_argument(
+        "--fps", type=float, metavar="F", default=30.0, help="source frame rate (default 30, 0 = unthrottled)"
+    )
     r.add_argument("--width", type=int, metavar="W")
     r.add_argument("--height", type=int, metavar="H")
     r.add_argument("--loop", action="store_const", const=True)
 
     e = sub.add_parser("evaluate", help="score methods on CDnet sequences (CDnet or paper protocol)")
-    e.add_argument("dataset", metavar="ROOT",
-                   help="one sequence (input/, groundtruth/, temporalROI.txt) or a tree ROOT/<category>/<sequence>/")
-    e.add_argument("--protocol", choices=("cdnet", "paper"), default="cdnet",
-                   help="cdnet (default): every frame from frame 1, temporalROI scored, masks; "
-                        "paper: 48x64, 400 frames, AUC of |X - L|")
-    e.add_argument("--methods", metavar="LIST",
-                   help="comma-separated; cdnet: kdrsdl-stream,mog2,knn,mog2+post,knn+post,gsoc,cnt,subsense,pawcs; "
-                        "paper: kdrsdl,kdrsdl-stream,mog2,knn,rpca (default: all of the protocol's)")
+    e.add_argument(
+        "dataset",
+        metavar="ROOT",
+        help="one sequence (input/, groundtruth/, temporalROI.txt) or a tree ROOT/<category>/<sequence>/",
+    )
+    e.add_argument(
+        "--protocol",
+        choices=("cdnet", "paper"),
+        default="cdnet",
+        help="cdnet (default): every frame from frame 1, temporalROI scored, masks; "
+        "paper: 48x64, 400 frames, AUC of |X - L|",
+    )
+    e.add_argument(
+        "--methods",
+        metavar="LIST",
+        help="comma-separated; cdnet: kdrsdl-stream,mog2,knn,mog2+post,knn+post,gsoc,cnt,subsense,pawcs; "
+        "paper: kdrsdl,kdrsdl-stream,mog2,knn,rpca (default: all of the protocol's)",
+    )
     e.add_argument("--frames", metavar="A:B", help="score only this range inside temporalROI (1-based, inclusive)")
     e.add_argument("--sweep", action="store_true", help="paper's oracle sweep of 20 lambdas for kdrsdl and rpca")
-    e.add_argument("--config", metavar="FILE", help="TOML configuration whose [model] table sets kdrsdl-stream's "
-                   "knobs (cdnet protocol; e.g. processing_side = 0 to process at the input resolution)")
+    e.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML configuration whose [model] table sets kdrsdl-stream's "
+        "knobs (cdnet protocol; e.g. processing_side = 0 to process at the input resolution)",
+    )
     e.add_argument("--json", metavar="PATH", help="write the results as JSON")
     e.add_argument("--report", metavar="DIR", help="write report.md with curves and a contact sheet per sequence")
     return p
@@ -143,17 +210,21 @@ def main(argv=None):
         if args.command == "capture":
             from streamer.capture import run_capture
             from streamer.notify import systemd_notifier
+
             return run_capture(cfg, stop, log, notify=systemd_notifier())
         if args.command == "worker":
             from streamer.notify import systemd_notifier
             from streamer.worker import run_worker
+
             return run_worker(cfg, stop, log, notify=systemd_notifier())
         if args.command == "subscribe":
             from streamer.subscriber import run_subscriber
+
             summary = run_subscriber(cfg, stop, log)
             log.info("received %(received)d masks, %(gaps)d missed, %(rejected)d rejected", summary)
             return 0
         from streamer.run import run_all
+
         return run_all(cfg, stop, log, config_path=args.config)
     except OSError as exc:  # e.g. an endpoint already in use, a port taken
         log.error("%s", exc)

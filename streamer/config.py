@@ -5,9 +5,9 @@ A configuration error makes the CLI exit with status 78 (EX_CONFIG), which the
 systemd units do not restart on.
 """
 
-import tomllib
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
+import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from core.streaming.params import BackgroundParams, knobs
@@ -78,7 +78,10 @@ def _model_fields():
 
 #: Knobs the worker sets itself: refits always run on their own thread there.
 MODEL_KNOBS_NOT_CONFIGURED = ("async_refit",)
-ModelConfig = create_model("ModelConfig", __base__=_ModelBase, **_model_fields())
+if TYPE_CHECKING:  # the type checker sees the base; its fields come from the declarations at run time
+    ModelConfig = _ModelBase
+else:
+    ModelConfig = create_model("ModelConfig", __base__=_ModelBase, **_model_fields())
 ModelConfig.__doc__ = "The ``[model]`` table: every knob of core.streaming.params.BackgroundParams but async_refit."
 
 

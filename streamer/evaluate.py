@@ -26,10 +26,10 @@ import cv2
 import numpy as np
 from tqdm import tqdm
 
-from core.streaming.background import KDRSDLBackgroundSubtractor
-from core.solver.kdrsdl import ConvergenceWarning, kdrsdl
 from core.evaluation.metrics import Confusion, ScoreHistogram, cdnet_average, cdnet_labels, confusion, roc_auc
+from core.solver.kdrsdl import ConvergenceWarning, kdrsdl
 from core.solver.rpca import rpca_ialm
+from core.streaming.background import KDRSDLBackgroundSubtractor
 from streamer import peers
 from streamer.cdnet import DatasetError, find_sequences
 
@@ -149,8 +149,14 @@ def run_cdnet(sub, X, first, scored, G, picks, progress):
             hist.add(score[valid], positive[valid])
         if first + t in picks:
             picked[first + t] = mask
-    entry = {"available": True, **counts.as_dict(), "auc": hist.auc() if hist else None,
-             "fps": len(X) / seconds if seconds > 0 else None, "seconds": seconds, "params": sub.params}
+    entry = {
+        "available": True,
+        **counts.as_dict(),
+        "auc": hist.auc() if hist else None,
+        "fps": len(X) / seconds if seconds > 0 else None,
+        "seconds": seconds,
+        "params": sub.params,
+    }
     return entry, picked, hist
 
 
@@ -175,8 +181,15 @@ def evaluate_cdnet(seq, methods, frames=(None, None), report=None, model=None):
         A missing or unreadable frame or ground truth, an ROI of another size.
     """
     scored = seq.scored_frames(*frames)
-    entry = {"category": seq.category, "path": str(seq.root), "temporal_roi": [seq.roi_first, seq.roi_last],
-             "frames_scored": len(scored), "frames_processed": 0, "processed": None, "methods": {}}
+    entry = {
+        "category": seq.category,
+        "path": str(seq.root),
+        "temporal_roi": [seq.roi_first, seq.roi_last],
+        "frames_scored": len(scored),
+        "frames_processed": 0,
+        "processed": None,
+        "methods": {},
+    }
     if not scored:
         entry["note"] = "no ground-truth file inside the scored range: nothing processed or scored"
         return entry
@@ -186,7 +199,9 @@ def evaluate_cdnet(seq, methods, frames=(None, None), report=None, model=None):
     X = seq.frames(first, last)
     G = scored_labels(seq, scored, X.shape[1:])
     entry.update(frames_processed=len(X), processed=[first, last], scored=[scored[0], scored[-1]])
-    picks = set(np.asarray(scored)[np.linspace(0, len(scored) - 1, min(CONTACT_ROWS, len(scored))).astype(int)].tolist())
+    picks = set(
+        np.asarray(scored)[np.linspace(0, len(scored) - 1, min(CONTACT_ROWS, len(scored))).astype(int)].tolist()
+    )
     picked, hists = {}, {}
     for name in methods:
         try:
@@ -208,8 +223,14 @@ def _batch(method, X, lam):
         warnings.simplefilter("ignore", ConvergenceWarning)
         if method == "kdrsdl":
             res = kdrsdl(Xf, None, lam=lam, mean=True, tol=1e-5, max_iter=300)
-            params = {"rank": res.A.shape[1], "lam": lam, "alpha": 1e-2, "mean": True, "tol": 1e-5,
-                      "n_iter": res.n_iter}
+            params = {
+                "rank": res.A.shape[1],
+                "lam": lam,
+                "alpha": 1e-2,
+                "mean": True,
+                "tol": 1e-5,
+                "n_iter": res.n_iter,
+            }
         else:
             res = rpca_ialm(Xf, lam=lam, tol=1e-5)
             params = {"lam": lam, "tol": 1e-5, "n_iter": res.n_iter, "rank": res.rank}
@@ -254,13 +275,23 @@ def evaluate_paper(seq, methods, frames=(None, None), sweep=False):
     X = np.stack([cv2.resize(f, PAPER_SIZE[::-1], interpolation=cv2.INTER_AREA) for f in full])
     G = np.stack([cv2.resize(g, PAPER_SIZE[::-1], interpolation=cv2.INTER_NEAREST) for g in G])
     valid, positive = cdnet_labels(G)
-    entry = {"category": seq.category, "path": str(seq.root), "frames": [a, b], "frames_processed": len(X),
-             "frames_scored": len(X), "methods": {}}
+    entry = {
+        "category": seq.category,
+        "path": str(seq.root),
+        "frames": [a, b],
+        "frames_processed": len(X),
+        "frames_scored": len(X),
+        "methods": {},
+    }
     for method in tqdm(methods, desc=f"{seq.name} (paper)", unit="method", leave=False):
         score, mask, params, seconds = _paper_method(method, X)
         both = positive[valid].any() and (~positive[valid]).any()
-        e = {"available": True, "auc": roc_auc(score[valid], positive[valid]) if both else None,
-             "fps": len(X) / seconds, "params": params}
+        e = {
+            "available": True,
+            "auc": roc_auc(score[valid], positive[valid]) if both else None,
+            "fps": len(X) / seconds,
+            "params": params,
+        }
         if method not in ("kdrsdl", "rpca", "kdrsdl-stream"):
             e.update(confusion(mask, positive, valid).as_dict())
         if sweep and method in ("kdrsdl", "rpca"):
@@ -313,8 +344,9 @@ def evaluate(root, protocol="cdnet", methods=None, frames=None, sweep=False, rep
     methods = list(methods or METHODS[protocol])
     unknown = [m for m in methods if m not in METHODS[protocol]]
     if unknown:
-        raise ValueError(f"unknown method(s) {unknown} for the {protocol} protocol; "
-                         f"choose from {', '.join(METHODS[protocol])}")
+        raise ValueError(
+            f"unknown method(s) {unknown} for the {protocol} protocol; choose from {', '.join(METHODS[protocol])}"
+        )
     cv2.setNumThreads(1)  # one thread for every method, as CDnet's comparisons run them
     span = parse_frames(frames)
     sequences = find_sequences(root)
@@ -327,14 +359,18 @@ def evaluate(root, protocol="cdnet", methods=None, frames=None, sweep=False, rep
             result["sequences"][seq.name] = evaluate_paper(seq, methods, span, sweep)
     result["categories"], result["overall"] = {}, {}
     for m in methods:
-        rows = [(e["category"], e["methods"][m]) for e in result["sequences"].values()
-                if e["methods"].get(m, {}).get("available")]
+        rows = [
+            (e["category"], e["methods"][m])
+            for e in result["sequences"].values()
+            if e["methods"].get(m, {}).get("available")
+        ]
         cats, overall = cdnet_average(rows, AVERAGED)
         for c, v in cats.items():
             result["categories"].setdefault(c, {})[m] = v
         result["overall"][m] = overall
-    result["unavailable"] = {m: e["reason"] for s in result["sequences"].values()
-                             for m, e in s["methods"].items() if not e["available"]}
+    result["unavailable"] = {
+        m: e["reason"] for s in result["sequences"].values() for m, e in s["methods"].items() if not e["available"]
+    }
     if report is not None:
         write_report(report, result)
     return result
@@ -351,8 +387,10 @@ def format_table(result):
     head = f"{'sequence':28s}{'method':14s}" + "".join(f"{c:>10s}" for c in cols)
     lines = [f"{result['root']}  protocol={result['protocol']}", head]
     for name, s in result["sequences"].items():
-        lines.append(f"{name:28s}{'':14s}processed {s['frames_processed']} frames, scored {s['frames_scored']}"
-                     + (f" ({s['note']})" if "note" in s else ""))
+        lines.append(
+            f"{name:28s}{'':14s}processed {s['frames_processed']} frames, scored {s['frames_scored']}"
+            + (f" ({s['note']})" if "note" in s else "")
+        )
         for m, e in s["methods"].items():
             if e["available"]:
                 digits = {"fps": 0, "pwc": 2}
@@ -360,12 +398,14 @@ def format_table(result):
     lines.append("mean per category, then overall (CDnet: mean of the per-sequence metrics, then of the categories)")
     for c, per in result["categories"].items():
         for m, v in per.items():
-            lines.append(f"{c:28s}{m:14s}" + "".join(" " + _fmt(v.get(k), 9, 2 if k == "pwc" else 3)
-                                                      for k in cols[:-1]))
+            lines.append(
+                f"{c:28s}{m:14s}" + "".join(" " + _fmt(v.get(k), 9, 2 if k == "pwc" else 3) for k in cols[:-1])
+            )
     for m, v in result["overall"].items():
         if v["n_categories"]:
-            lines.append(f"{'overall':28s}{m:14s}" + "".join(" " + _fmt(v.get(k), 9, 2 if k == "pwc" else 3)
-                                                              for k in cols[:-1]))
+            lines.append(
+                f"{'overall':28s}{m:14s}" + "".join(" " + _fmt(v.get(k), 9, 2 if k == "pwc" else 3) for k in cols[:-1])
+            )
     for m, why in result["unavailable"].items():
         lines.append(f"{m}: unavailable: {why}")
     return "\n".join(lines)
@@ -452,9 +492,17 @@ def write_report(directory, result):
     for name in result["sequences"]:
         stem = name.replace("/", "_")
         if (d / f"{stem}_curves.png").is_file():
-            lines += [f"## {name}", "", f"![{name}: ROC and precision-recall]({stem}_curves.png)", "",
-                      "Contact sheet, one row per sampled scored frame: input | ground truth (gray = not scored) | "
-                      "each method's mask", "", f"![{name}: contact sheet]({stem}_contact_sheet.png)", ""]
+            lines += [
+                f"## {name}",
+                "",
+                f"![{name}: ROC and precision-recall]({stem}_curves.png)",
+                "",
+                "Contact sheet, one row per sampled scored frame: input | ground truth (gray = not scored) | "
+                "each method's mask",
+                "",
+                f"![{name}: contact sheet]({stem}_contact_sheet.png)",
+                "",
+            ]
     (d / "report.md").write_text("\n".join(lines))
 
 
@@ -465,6 +513,7 @@ def main(args):
         model = None
         if getattr(args, "config", None):
             from streamer.config import ConfigError, load
+
             try:
                 model = load(args.config).model.params()
             except ConfigError as exc:

@@ -20,6 +20,7 @@ def install_stop_handlers():
 
 def setup_logging(role, camera):
     """Log lines ``<level> <role>[<camera>] <message>`` to stderr."""
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format=f"%(asctime)s %(levelname)s {role}[{camera}] %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format=f"%(asctime)s %(levelname)s {role}[{camera}] %(message)s"
+    )
     return logging.getLogger(f"kdrsdl.{role}")

@@ -46,6 +46,7 @@ class _Quiet(WSGIRequestHandler):
     def log_message(self, *args):
         pass
 
+
 try:
     __version__ = importlib.metadata.version("kdrsdl-stream")  # one version: pyproject.toml's
 except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
@@ -69,23 +70,39 @@ capture_last_frame = Gauge("kdrsdl_capture_last_frame_timestamp_seconds", "Unix 
 # worker
 worker_received = Counter("kdrsdl_worker_frames_received_total", "Valid frames received", L)
 worker_processed = Counter("kdrsdl_worker_frames_processed_total", "Frames turned into a published mask", L)
-worker_dropped = Counter("kdrsdl_worker_frames_dropped_total", "Valid frames received but not processed", L + ["reason"])
+worker_dropped = Counter(
+    "kdrsdl_worker_frames_dropped_total", "Valid frames received but not processed", L + ["reason"]
+)
 worker_lost = Counter("kdrsdl_worker_frames_lost_total", "Frames never received (sequence gaps within an epoch)", L)
 worker_rejected = Counter("kdrsdl_worker_messages_rejected_total", "Messages that broke the protocol", ["reason"])
 worker_backlog = Gauge("kdrsdl_worker_backlog_frames", "Frames received and waiting to be processed", L)
 worker_restarts_seen = Counter("kdrsdl_worker_capture_restarts_total", "New capture epochs seen (capture restarts)", L)
-checkpoint_writes = Counter("kdrsdl_worker_checkpoint_writes_total", "Checkpoints written, by result (ok, error)", L + ["result"])
-checkpoint_restores = Counter("kdrsdl_worker_checkpoint_restores_total",
-                              "Checkpoints found at start, by outcome (warm, window, corrupt, mismatch)", L + ["result"])
-checkpoint_last_write = Gauge("kdrsdl_worker_checkpoint_last_write_timestamp_seconds", "Unix time of the last checkpoint written", L)
-handshakes_failed = Counter("kdrsdl_worker_handshakes_failed_total", "Peers refused by CURVE, by socket (frames, masks)",
-                            L + ["socket"])
-worker_last_progress = Gauge("kdrsdl_worker_last_progress_timestamp_seconds", "Unix time the main loop last made progress", L)
+checkpoint_writes = Counter(
+    "kdrsdl_worker_checkpoint_writes_total", "Checkpoints written, by result (ok, error)", L + ["result"]
+)
+checkpoint_restores = Counter(
+    "kdrsdl_worker_checkpoint_restores_total",
+    "Checkpoints found at start, by outcome (warm, window, corrupt, mismatch)",
+    L + ["result"],
+)
+checkpoint_last_write = Gauge(
+    "kdrsdl_worker_checkpoint_last_write_timestamp_seconds", "Unix time of the last checkpoint written", L
+)
+handshakes_failed = Counter(
+    "kdrsdl_worker_handshakes_failed_total", "Peers refused by CURVE, by socket (frames, masks)", L + ["socket"]
+)
+worker_last_progress = Gauge(
+    "kdrsdl_worker_last_progress_timestamp_seconds", "Unix time the main loop last made progress", L
+)
 
 # latency
 end_to_end = Histogram("kdrsdl_end_to_end_latency_seconds", "Capture to mask published", L, buckets=LATENCY_BUCKETS)
-solve_duration = Histogram("kdrsdl_solve_duration_seconds", "Model time per frame (including refits)", L, buckets=LATENCY_BUCKETS)
-refit_duration = Histogram("kdrsdl_refit_duration_seconds", "Window refit (KDRSDL solve) time", L, buckets=LATENCY_BUCKETS)
+solve_duration = Histogram(
+    "kdrsdl_solve_duration_seconds", "Model time per frame (including refits)", L, buckets=LATENCY_BUCKETS
+)
+refit_duration = Histogram(
+    "kdrsdl_refit_duration_seconds", "Window refit (KDRSDL solve) time", L, buckets=LATENCY_BUCKETS
+)
 
 # solver
 solver_iterations = Histogram("kdrsdl_solver_iterations", "Iterations per window refit", L, buckets=ITERATION_BUCKETS)
@@ -127,8 +144,17 @@ def serve(port, role, camera, addr="127.0.0.1"):
         for reason in ("hwm", "resize"):
             capture_dropped.labels(camera, reason)
     else:
-        for m in (worker_received, worker_processed, worker_lost, worker_backlog, masks_published,
-                  solver_not_converged, solver_resets, worker_last_progress, worker_restarts_seen):
+        for m in (
+            worker_received,
+            worker_processed,
+            worker_lost,
+            worker_backlog,
+            masks_published,
+            solver_not_converged,
+            solver_resets,
+            worker_last_progress,
+            worker_restarts_seen,
+        ):
             m.labels(camera)
         for reason in ("overload", "shutdown", "error"):
             worker_dropped.labels(camera, reason)
@@ -141,8 +167,19 @@ def serve(port, role, camera, addr="127.0.0.1"):
         checkpoint_last_write.labels(camera)
         for sock in ("frames", "masks"):
             handshakes_failed.labels(camera, sock)
-        for reason in ("parts", "topic", "header", "version", "field", "camera", "shape", "dtype", "encoding",
-                       "size", "seq"):
+        for reason in (
+            "parts",
+            "topic",
+            "header",
+            "version",
+            "field",
+            "camera",
+            "shape",
+            "dtype",
+            "encoding",
+            "size",
+            "seq",
+        ):
             worker_rejected.labels(reason)
     beat()
     if port:

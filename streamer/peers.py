@@ -61,8 +61,14 @@ def _opencv(factory, post, params):
         return mask, None
 
     if post:
-        params = {**params, "post": {"open_size": post_params.open_size, "close_size": post_params.close_size,
-                                     "fill_holes": post_params.fill_holes}}
+        params = {
+            **params,
+            "post": {
+                "open_size": post_params.open_size,
+                "close_size": post_params.close_size,
+                "fill_holes": post_params.fill_holes,
+            },
+        }
     return Subtractor(apply, params)
 
 
@@ -110,14 +116,24 @@ def _pybgs(name):
 
 _FACTORIES = {
     "kdrsdl-stream": _kdrsdl_stream,
-    "mog2": lambda: _opencv(lambda: cv2.createBackgroundSubtractorMOG2(detectShadows=False), False,
-                            {"detectShadows": False, "defaults": True}),
-    "knn": lambda: _opencv(lambda: cv2.createBackgroundSubtractorKNN(detectShadows=False), False,
-                           {"detectShadows": False, "defaults": True}),
-    "mog2+post": lambda: _opencv(lambda: cv2.createBackgroundSubtractorMOG2(detectShadows=False), True,
-                                 {"detectShadows": False, "defaults": True}),
-    "knn+post": lambda: _opencv(lambda: cv2.createBackgroundSubtractorKNN(detectShadows=False), True,
-                                {"detectShadows": False, "defaults": True}),
+    "mog2": lambda: _opencv(
+        lambda: cv2.createBackgroundSubtractorMOG2(detectShadows=False),
+        False,
+        {"detectShadows": False, "defaults": True},
+    ),
+    "knn": lambda: _opencv(
+        lambda: cv2.createBackgroundSubtractorKNN(detectShadows=False),
+        False,
+        {"detectShadows": False, "defaults": True},
+    ),
+    "mog2+post": lambda: _opencv(
+        lambda: cv2.createBackgroundSubtractorMOG2(detectShadows=False),
+        True,
+        {"detectShadows": False, "defaults": True},
+    ),
+    "knn+post": lambda: _opencv(
+        lambda: cv2.createBackgroundSubtractorKNN(detectShadows=False), True, {"detectShadows": False, "defaults": True}
+    ),
     "gsoc": lambda: _bgsegm("gsoc"),
     "cnt": lambda: _bgsegm("cnt"),
     "subsense": lambda: _pybgs("subsense"),
@@ -153,7 +169,9 @@ def create(name, model=None) -> Subtractor:
     # OpenCV's KNN samples from the process-wide RNG: seeding it here makes a method's result
     # independent of what ran before it in the same process (measured: up to 0.004 F otherwise).
     cv2.setRNGSeed(RNG_SEED)
-    return _FACTORIES[name](model) if name == "kdrsdl-stream" else _FACTORIES[name]()
+    if name == "kdrsdl-stream":
+        return _kdrsdl_stream(model)
+    return _FACTORIES[name]()
 
 
 def availability(name) -> Optional[str]:

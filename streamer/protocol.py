@@ -139,7 +139,9 @@ def decode(parts, kind, max_side=MAX_SIDE):
     """
     if len(parts) != 3:
         raise ProtocolError("parts", f"expected 3 parts, got {len(parts)}")
-    t, h, payload = (p.bytes if hasattr(p, "bytes") else bytes(p) if not isinstance(p, (bytes, memoryview)) else p for p in parts)
+    t, h, payload = (
+        p.bytes if hasattr(p, "bytes") else bytes(p) if not isinstance(p, (bytes, memoryview)) else p for p in parts
+    )
     t = bytes(t)
     if not (t.startswith(kind.encode() + b"/") and t.endswith(b"/") and len(t) <= 128):
         raise ProtocolError("topic", f"topic {t[:64]!r} is not {kind}/<camera>/")
@@ -153,8 +155,15 @@ def decode(parts, kind, max_side=MAX_SIDE):
         raise ProtocolError("header", "header is not a JSON object")
     if header.get("v") != VERSION:
         raise ProtocolError("version", f"protocol version {header.get('v')!r} is not {VERSION}")
-    for name, types in (("camera", str), ("epoch", str), ("seq", int), ("t_capture_ns", int),
-                        ("shape", list), ("dtype", str), ("encoding", str)):
+    for name, types in (
+        ("camera", str),
+        ("epoch", str),
+        ("seq", int),
+        ("t_capture_ns", int),
+        ("shape", list),
+        ("dtype", str),
+        ("encoding", str),
+    ):
         if not isinstance(header.get(name), types) or isinstance(header.get(name), bool):
             raise ProtocolError("field", f"header field {name!r} is missing or not a {types.__name__}")
     if header["seq"] < 0:

@@ -22,7 +22,6 @@ from core.evaluation.metrics import Confusion, confusion
 from streamer.sources import SyntheticSource, describe
 from streamer.subscriber import run_subscriber
 
-
 #: Seconds a child gets to stop after SIGTERM before it is killed: the worker stops within 5 s at
 #: any resolution (streamer/worker.py), the capture at once.
 CHILD_STOP_TIMEOUT_S = 10.0
@@ -62,8 +61,9 @@ def stop_children(children, timeout, log):
 
 
 def _child(args, log_path):
-    return subprocess.Popen([sys.executable, "-m", "streamer", *args], stdout=subprocess.DEVNULL,
-                            stderr=open(log_path, "wb"))
+    return subprocess.Popen(
+        [sys.executable, "-m", "streamer", *args], stdout=subprocess.DEVNULL, stderr=open(log_path, "wb")
+    )
 
 
 def run_all(cfg, stop, log, config_path=None):
@@ -82,8 +82,18 @@ def run_all(cfg, stop, log, config_path=None):
     if output:
         os.makedirs(output, exist_ok=True)
     common = ["--camera", cfg.camera] + (["--config", config_path] if config_path else [])
-    worker_args = ["worker", *common, "--frames-endpoint", frames_ep, "--masks-endpoint", masks_ep,
-                   "--window", str(cfg.model.window), "--rank", str(cfg.model.rank)]
+    worker_args = [
+        "worker",
+        *common,
+        "--frames-endpoint",
+        frames_ep,
+        "--masks-endpoint",
+        masks_ep,
+        "--window",
+        str(cfg.model.window),
+        "--rank",
+        str(cfg.model.rank),
+    ]
     if output:
         worker_args += ["--snapshot", os.path.join(output, "contact_sheet.png")]
     children = {"worker": _child(worker_args, os.path.join(tmp, "worker.log"))}
@@ -98,8 +108,18 @@ def run_all(cfg, stop, log, config_path=None):
 def _run(cfg, stop, log, c, tmp, output, common, children):
     worker = children["worker"]
     frames_ep, masks_ep = f"ipc://{tmp}/frames", f"ipc://{tmp}/masks"
-    capture_args = ["capture", *common, "--source", c.source, "--frames-endpoint", frames_ep,
-                    "--fps", str(c.fps), "--max-frames", str(c.max_frames)]
+    capture_args = [
+        "capture",
+        *common,
+        "--source",
+        c.source,
+        "--frames-endpoint",
+        frames_ep,
+        "--fps",
+        str(c.fps),
+        "--max-frames",
+        str(c.max_frames),
+    ]
     if c.width and c.height:
         capture_args += ["--width", str(c.width), "--height", str(c.height)]
     if c.loop:
@@ -109,7 +129,11 @@ def _run(cfg, stop, log, c, tmp, output, common, children):
     while not os.path.exists(f"{tmp}/frames") and worker.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     capture = children["capture"] = _child(capture_args, os.path.join(tmp, "capture.log"))
-    scene = SyntheticSource(c.source, c.width or None, c.height or None).scene if describe(c.source) == "synthetic" else None
+    scene = (
+        SyntheticSource(c.source, c.width or None, c.height or None).scene
+        if describe(c.source) == "synthetic"
+        else None
+    )
     total = Confusion(0, 0, 0, 0)
     latencies = []
     bar = tqdm(total=c.max_frames or None, unit="mask", desc="kdrsdl run", file=sys.stderr)
@@ -119,8 +143,10 @@ def _run(cfg, stop, log, c, tmp, output, common, children):
         nonlocal total
         h = msg.header
         latencies.append(h["latency_s"])
-        post = {"fps": f"{len(latencies) / max(time.monotonic() - t_start, 1e-9):.0f}",
-                "latency_ms": f"{1000 * h['latency_s']:.0f}"}
+        post = {
+            "fps": f"{len(latencies) / max(time.monotonic() - t_start, 1e-9):.0f}",
+            "latency_ms": f"{1000 * h['latency_s']:.0f}",
+        }
         if scene is not None and h.get("frame_index") is not None and h["frame_index"] >= cfg.model.window:
             total = total + confusion(msg.image > 127, scene.fgmask(h["frame_index"]))
             post["F"] = f"{total.f_measure:.3f}"

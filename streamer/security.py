@@ -43,8 +43,10 @@ def read_key(path, secret):
     except (OSError, ValueError) as exc:
         raise ValueError(f"cannot load a ZeroMQ certificate from {path!r}: {exc}") from None
     if public is None or (secret and secret_key is None):
-        raise ValueError(f"{path!r} holds no {'secret' if secret else 'public'} key "
-                         f"({'a NAME.key_secret file' if secret else 'a NAME.key file'} is expected)")
+        raise ValueError(
+            f"{path!r} holds no {'secret' if secret else 'public'} key "
+            f"({'a NAME.key_secret file' if secret else 'a NAME.key file'} is expected)"
+        )
     return public, secret_key if secret else None
 
 
@@ -85,7 +87,10 @@ def make_client(sock, secret_key_file, server_key_file):
 
 
 def create_keys(directory, name):
-    """Write a new certificate pair ``NAME.key`` and ``NAME.key_secret`` (mode 0600) into ``directory``; return both paths."""
+    """Write a certificate pair ``NAME.key`` and ``NAME.key_secret`` (mode 0600) into ``directory``.
+
+    Returns the two paths (public, secret).
+    """
     os.makedirs(directory, exist_ok=True)
     public, secret = zmq.auth.create_certificates(directory, name)
     os.chmod(secret, 0o600)

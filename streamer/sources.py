@@ -94,11 +94,18 @@ class OpenCVSource:
         elif self.kind == "stream":
             if "OPENCV_FFMPEG_CAPTURE_OPTIONS" not in os.environ:
                 os.environ["OPENCV_FFMPEG_CAPTURE_OPTIONS"] = "rtsp_transport;tcp|analyzeduration;200000"
-            cap = cv2.VideoCapture(self.spec, cv2.CAP_FFMPEG, [
-                cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, OPEN_TIMEOUT_MS,
-                cv2.CAP_PROP_READ_TIMEOUT_MSEC, READ_TIMEOUT_MS,
-                cv2.CAP_PROP_N_THREADS, 1,
-            ])
+            cap = cv2.VideoCapture(
+                self.spec,
+                cv2.CAP_FFMPEG,
+                [
+                    cv2.CAP_PROP_OPEN_TIMEOUT_MSEC,
+                    OPEN_TIMEOUT_MS,
+                    cv2.CAP_PROP_READ_TIMEOUT_MSEC,
+                    READ_TIMEOUT_MS,
+                    cv2.CAP_PROP_N_THREADS,
+                    1,
+                ],
+            )
         else:
             cap = cv2.VideoCapture(self.spec)
         if not cap.isOpened():
@@ -128,7 +135,9 @@ class OpenCVSource:
         if not ok or frame is None:
             raise SourceError(f"read from {self.kind} source {self.spec!r} failed")
         if self.kind in ("stream", "camera") and took > self.read_timeout_s:
-            raise SourceError(f"read from {self.spec!r} took {took:.1f} s (> {self.read_timeout_s:.1f} s): stream stalled")
+            raise SourceError(
+                f"read from {self.spec!r} took {took:.1f} s (> {self.read_timeout_s:.1f} s): stream stalled"
+            )
         if frame.ndim == 3:
             frame = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
         return frame

@@ -11,8 +11,7 @@ import cv2
 import zmq
 
 from streamer import security
-from streamer.protocol import MAX_SIDE, ProtocolError, decode, topic
-from streamer.protocol import REJECT_LOG_EVERY, SequenceTracker
+from streamer.protocol import MAX_SIDE, REJECT_LOG_EVERY, ProtocolError, SequenceTracker, decode, topic
 
 
 def run_subscriber(cfg, stop, log, on_mask=None, out=sys.stdout):
@@ -70,13 +69,32 @@ def run_subscriber(cfg, stop, log, on_mask=None, out=sys.stdout):
             received += 1
             if s.output:
                 h = msg.header
-                cv2.imwrite(os.path.join(s.output, f"mask_{h.get('frame_epoch', 'x')}_{h.get('frame_seq', h['seq']):06d}.png"), msg.image)
+                cv2.imwrite(
+                    os.path.join(s.output, f"mask_{h.get('frame_epoch', 'x')}_{h.get('frame_seq', h['seq']):06d}.png"),
+                    msg.image,
+                )
             if on_mask is not None:
                 on_mask(msg)
             else:
-                print(json.dumps({k: msg.header.get(k) for k in (
-                    "camera", "epoch", "seq", "frame_seq", "frame_index", "fg_ratio", "latency_s", "solver")}),
-                      file=out, flush=True)
+                print(
+                    json.dumps(
+                        {
+                            k: msg.header.get(k)
+                            for k in (
+                                "camera",
+                                "epoch",
+                                "seq",
+                                "frame_seq",
+                                "frame_index",
+                                "fg_ratio",
+                                "latency_s",
+                                "solver",
+                            )
+                        }
+                    ),
+                    file=out,
+                    flush=True,
+                )
     finally:
         sock.close()
     return {"received": received, "gaps": gaps, "rejected": rejected}

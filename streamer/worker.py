@@ -64,8 +64,13 @@ def _restore(path, model, tracker, camera, log):
         return "mismatch"
     if "worker_epoch" in arrays:
         tracker.epoch, tracker.last = str(arrays["worker_epoch"]), int(arrays["worker_last_seq"])
-    log.info("%s restore from %s: %d frames seen, window of %d frames", "warm" if warm else "window",
-             path, model.n_frames, len(arrays["window"]))
+    log.info(
+        "%s restore from %s: %d frames seen, window of %d frames",
+        "warm" if warm else "window",
+        path,
+        model.n_frames,
+        len(arrays["window"]),
+    )
     return "warm" if warm else "window"
 
 
@@ -100,10 +105,27 @@ def run_worker(cfg, stop, log, notify=None):
     """
     camera, w = cfg.camera, cfg.worker
     metrics.serve(w.metrics_port, "worker", camera, w.metrics_address)
-    m = {name: getattr(metrics, name).labels(camera) for name in (
-        "worker_received", "worker_processed", "worker_lost", "worker_backlog", "worker_last_progress",
-        "worker_restarts_seen", "end_to_end", "solve_duration", "refit_duration", "solver_iterations",
-        "solver_residual", "solver_rank", "solver_not_converged", "solver_resets", "masks_published", "mask_fg_ratio")}
+    m = {
+        name: getattr(metrics, name).labels(camera)
+        for name in (
+            "worker_received",
+            "worker_processed",
+            "worker_lost",
+            "worker_backlog",
+            "worker_last_progress",
+            "worker_restarts_seen",
+            "end_to_end",
+            "solve_duration",
+            "refit_duration",
+            "solver_iterations",
+            "solver_residual",
+            "solver_rank",
+            "solver_not_converged",
+            "solver_resets",
+            "masks_published",
+            "mask_fg_ratio",
+        )
+    }
     dropped_overload = metrics.worker_dropped.labels(camera, "overload")
     dropped_shutdown = metrics.worker_dropped.labels(camera, "shutdown")
     dropped_error = metrics.worker_dropped.labels(camera, "error")
@@ -123,8 +145,12 @@ def run_worker(cfg, stop, log, notify=None):
         monitors = {name: security.handshake_monitor(sock) for name, sock in (("frames", pull), ("masks", pub))}
     pull.bind(w.frames_endpoint)
     pub.bind(w.masks_endpoint)
-    log.info("listening on %s, publishing on %s%s", w.frames_endpoint, w.masks_endpoint,
-             f" (CURVE, clients from {w.curve_authorized_keys})" if auth else "")
+    log.info(
+        "listening on %s, publishing on %s%s",
+        w.frames_endpoint,
+        w.masks_endpoint,
+        f" (CURVE, clients from {w.curve_authorized_keys})" if auth else "",
+    )
     if notify:
         notify("READY=1")
 
@@ -144,8 +170,12 @@ def run_worker(cfg, stop, log, notify=None):
         if restored == "warm":
             solver = {"start": "restored", "iterations": 0, "residual": None, "rank": int(model.state.rank)}
         ckpt_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
-        ckpt_args = (metrics.checkpoint_writes.labels(camera, "ok"), metrics.checkpoint_writes.labels(camera, "error"),
-                     metrics.checkpoint_last_write.labels(camera), log)
+        ckpt_args = (
+            metrics.checkpoint_writes.labels(camera, "ok"),
+            metrics.checkpoint_writes.labels(camera, "error"),
+            metrics.checkpoint_last_write.labels(camera),
+            log,
+        )
     next_ckpt = time.monotonic() + w.checkpoint_interval_s
     try:
         while not stop.is_set():
@@ -173,7 +203,9 @@ def run_worker(cfg, stop, log, notify=None):
                 try:
                     msg = decode(parts, "frame", max_side=w.max_side)
                     if msg.header["camera"] != camera:
-                        raise ProtocolError("camera", f"frame for camera {msg.header['camera']!r}, this worker is {camera!r}")
+                        raise ProtocolError(
+                            "camera", f"frame for camera {msg.header['camera']!r}, this worker is {camera!r}"
+                        )
                 except ProtocolError as exc:
                     metrics.worker_rejected.labels(exc.reason).inc()
                     rejected += 1
@@ -230,10 +262,23 @@ def run_worker(cfg, stop, log, notify=None):
                     solver = {"start": mode, "iterations": r.n_iter, "residual": r.residual, "rank": rank}
             fg_ratio = float(np.count_nonzero(res.fgmask)) / res.fgmask.size
             latency = (time.time_ns() - h["t_capture_ns"]) / 1e9
-            parts = encode("mask", camera, epoch, seq, h["t_capture_ns"], res.fgmask,
-                           frame_seq=h["seq"], frame_epoch=h["epoch"], frame_index=h.get("frame_index"),
-                           fg_ratio=fg_ratio, latency_s=latency, threshold=res.threshold, solver=solver,
-                           mask_resolution=cfg.model.mask_resolution, processing_shape=list(model.processing_shape))
+            parts = encode(
+                "mask",
+                camera,
+                epoch,
+                seq,
+                h["t_capture_ns"],
+                res.fgmask,
+                frame_seq=h["seq"],
+                frame_epoch=h["epoch"],
+                frame_index=h.get("frame_index"),
+                fg_ratio=fg_ratio,
+                latency_s=latency,
+                threshold=res.threshold,
+                solver=solver,
+                mask_resolution=cfg.model.mask_resolution,
+                processing_shape=list(model.processing_shape),
+            )
             pub.send_multipart(parts, copy=False)
             seq += 1
             m["end_to_end"].observe(latency)
@@ -262,7 +307,7 @@ def run_worker(cfg, stop, log, notify=None):
         if w.snapshot and last is not None:
             image, res = last
             cv2.imwrite(w.snapshot, contact_sheet(image, model.getBackgroundImage(), res.score, res.fgmask))
-        for sock, mon in zip((pull, pub), monitors.values()):
+        for sock, mon in zip((pull, pub), monitors.values(), strict=False):  # no monitors without CURVE
             sock.disable_monitor()
             mon.close()
         pull.close()

@@ -74,7 +74,7 @@ def psnr(clean, restored):
     """
     clean = np.asarray(clean, np.float64)
     err = clean - np.clip(np.asarray(restored, np.float64), 0, 1)
-    mse = (err ** 2).reshape(len(clean), -1).mean(axis=1)
+    mse = (err**2).reshape(len(clean), -1).mean(axis=1)
     return float(np.mean(10 * np.log10(1 / np.maximum(mse, 1e-20))))
 
 
@@ -101,9 +101,13 @@ def kdrsdl_params(shape, density):
     _, m, n = shape
     if not 0 < density <= 1:
         raise ValueError(f"density must be in (0, 1], got {density!r}")
-    return {"rank": min(m, n) // 2, "lam": float(0.6 / (density * np.sqrt(m * n))),
-            "alpha": 1e-3 if density <= 0.3 else 1e-2,
-            "tol": 1e-5, "max_iter": 150}
+    return {
+        "rank": min(m, n) // 2,
+        "lam": float(0.6 / (density * np.sqrt(m * n))),
+        "alpha": 1e-3 if density <= 0.3 else 1e-2,
+        "tol": 1e-5,
+        "max_iter": 150,
+    }
 
 
 def denoise_kdrsdl(Y, density, **override):
@@ -126,8 +130,14 @@ def denoise_kdrsdl(Y, density, **override):
         The parameters used.
     """
     params = {**kdrsdl_params(np.shape(Y), density), **override}
-    res = kdrsdl(np.asarray(Y, np.float32), params["rank"], lam=params["lam"], alpha=params["alpha"],
-                 tol=params["tol"], max_iter=params["max_iter"])
+    res = kdrsdl(
+        np.asarray(Y, np.float32),
+        params["rank"],
+        lam=params["lam"],
+        alpha=params["alpha"],
+        tol=params["tol"],
+        max_iter=params["max_iter"],
+    )
     return res.L, params
 
 

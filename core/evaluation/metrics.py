@@ -315,8 +315,10 @@ def cdnet_average(per_sequence, keys=("precision", "recall", "f_measure", "speci
         values = [v for v in values if v is not None]
         return float(np.mean(values)) if values else None
 
-    categories = {c: {**{k: mean(m.get(k) for m in ms) for k in keys}, "n_sequences": len(ms)}
-                  for c, ms in sorted(by_category.items())}
+    categories = {
+        c: {**{k: mean(m.get(k) for m in ms) for k in keys}, "n_sequences": len(ms)}
+        for c, ms in sorted(by_category.items())
+    }
     overall = {k: mean(c[k] for c in categories.values()) for k in keys}
     overall["n_categories"] = len(categories)
     return categories, overall

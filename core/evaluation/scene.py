@@ -108,8 +108,11 @@ class SyntheticScene:
         img = self.background.copy()
         for inside, bright in self._object_masks(t):
             # Objects are at least 0.25 away from the background they cover.
-            img[inside] = np.where(bright > 0.5, np.minimum(1.0, self.background[inside] + 0.35),
-                                   np.maximum(0.0, self.background[inside] - 0.35))
+            img[inside] = np.where(
+                bright > 0.5,
+                np.minimum(1.0, self.background[inside] + 0.35),
+                np.maximum(0.0, self.background[inside] - 0.35),
+            )
         img *= 1.0 + self.drift * np.sin(2 * np.pi * t / self.drift_period)
         noise = np.random.default_rng((self.seed, t)).normal(0.0, self.noise_std, img.shape)
         return np.clip(img + noise, 0.0, 1.0).astype(np.float32)

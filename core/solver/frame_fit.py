@@ -133,15 +133,15 @@ def fit_cores(A, B, Xc, *, lam, alpha, mu_end, mu_ratio, rho=1.2, max_iter=60):
     BtB = B.T @ B
     LK = sandwich(A, K, B)
     n_iter = 0
-    for n_iter in range(1, max_iter + 1):
+    for n_iter in range(1, max_iter + 1):  # noqa: B007 (n_iter is returned: the iterations run)
         muK = mu / mu_ratio
         np.multiply(Lam, 1.0 / mu, out=E)
         E += Xc
         E -= LK
         shrink(E, lam / mu, out=E, work=W)
-        np.subtract(Xc, E, out=W)          # Xt
+        np.subtract(Xc, E, out=W)  # Xt
         W *= mu
-        W += Lam                            # S = mu Xt + Lambda
+        W += Lam  # S = mu Xt + Lambda
         C = left_multiply(A.T, right_multiply(W, B))
         C += muK * R
         C += Y

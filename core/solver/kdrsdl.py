@@ -201,8 +201,7 @@ def _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance):
     Lam = np.zeros((m, N, n), dtype=dt)
     Y = np.zeros_like(K)
     R = np.empty_like(K)
-    for U, old, scale in ((K, init.K, scale_R), (Lam, init.Lam, 1.0),
-                          (Y, init.Y, scale_R), (R, init.R, scale_R)):
+    for U, old, scale in ((K, init.K, scale_R), (Lam, init.Lam, 1.0), (Y, init.Y, scale_R), (R, init.R, scale_R)):
         np.multiply(old.transpose(1, 0, 2), scale, out=U[:, :N_old])
     # Back mu off from its final (possibly capped) value so that the E threshold
     # lam/mu is not ~0 (which freezes the background), and scale muK by the same factor
@@ -215,8 +214,7 @@ def _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance):
         # frames are consistent with the penalty they continue at (a plain
         # least-squares core with E = 0 lets E absorb the whole residual at large mu).
         Xnew = X[N_old:] - M if mean else X[N_old:]
-        fit = fit_cores(A, B, np.ascontiguousarray(Xnew), lam=lam, alpha=alpha, mu_end=mu,
-                        mu_ratio=mu / muK, rho=rho)
+        fit = fit_cores(A, B, np.ascontiguousarray(Xnew), lam=lam, alpha=alpha, mu_end=mu, mu_ratio=mu / muK, rho=rho)
         for U, new in ((K, fit.K), (R, fit.R), (Lam, fit.Lam), (Y, fit.Y)):
             U[:, N_old:] = new.transpose(1, 0, 2)
     return A, B, K, R, Lam, Y, M, init.muK0, mu, muK
@@ -375,7 +373,7 @@ def kdrsdl(
     if not (np.isfinite(backoff) and backoff >= 0):
         raise ValueError(f"backoff must be a finite number >= 0, got {backoff!r}")
 
-    X1 = unfold(X)                   # (m, N, n): the loop's layout (core.solver.products)
+    X1 = unfold(X)  # (m, N, n): the loop's layout (core.solver.products)
     X_norms = slice_norms_unfolded(X1, np.float64)
     X_norms_safe = np.where(X_norms > 0, X_norms, 1.0)
     total = X_norms.sum()
@@ -401,17 +399,17 @@ def kdrsdl(
     # with mu the penalty of the E step that reads them.
     eye = np.eye(r)
     T = np.empty_like(X1)
-    Q = Lam                                # Lam is the solver's own array here
+    Q = Lam  # Lam is the solver's own array here
     Q *= 1.0 / mu
-    TB = np.empty((m, N, r), dtype=dt)     # T_i B, made block by block with T
-    E = np.empty_like(X1)                  # E, double-buffered: the sweep makes
-    E_prev = np.empty_like(X1)             # k + 1's before k's criterion is known
+    TB = np.empty((m, N, r), dtype=dt)  # T_i B, made block by block with T
+    E = np.empty_like(X1)  # E, double-buffered: the sweep makes
+    E_prev = np.empty_like(X1)  # k + 1's before k's criterion is known
     M_prev = None
     blocks = row_blocks(m, N * n * X1.itemsize)
     k_max = max(b.stop - b.start for b in blocks)
     W = np.empty((k_max, N, n), dtype=dt)  # block scratch: A R_i B^T, then clip(Z)
-    LK = np.empty_like(W)                  # block scratch: A K_i B^T
-    AK = left_unfolded(A, K)               # A K_i
+    LK = np.empty_like(W)  # block scratch: A K_i B^T
+    AK = left_unfolded(A, K)  # A K_i
     err_rec, err_split = [], []
     converged = False
 
@@ -450,7 +448,7 @@ def kdrsdl(
         e -= lk
         if mean:
             e -= M[rows, None, :]
-        shrink(e, lam / mu, out=e, work=w)   # w = clip(Z, -lam/mu, lam/mu)
+        shrink(e, lam / mu, out=e, work=w)  # w = clip(Z, -lam/mu, lam/mu)
         np.add(lk, w, out=t)
         if mean:
             # robust mean M' = mean_i (X_i - E_i) (docs/algorithm.md, "The robust mean")
@@ -469,7 +467,7 @@ def kdrsdl(
             E, E_prev = E_prev, E
             if mean:
                 M_prev = M.copy()
-        c = 1.0 if AR is None else dt.type(mu_prev / mu)   # mu_k / mu_{k+1}
+        c = 1.0 if AR is None else dt.type(mu_prev / mu)  # mu_k / mu_{k+1}
         parts = [sweep(rows, AR, c, None if final else E, mu) for rows in blocks]
         if AR is not None:
             err_rec.append(float(np.max(np.sqrt(np.sum(parts, axis=0)) / X_norms_safe)))
@@ -484,19 +482,19 @@ def kdrsdl(
             break
         # 3. A = (sum_i S_i B K_i^T) / (I + mu sum_i K_i B^T B K_i^T): right division by a
         #    symmetric matrix >= I, through its eigendecomposition, never an explicit inverse
-        K2 = K.reshape(r, N * r)                 # [p, (i, q)] = K_i[p, q]
+        K2 = K.reshape(r, N * r)  # [p, (i, q)] = K_i[p, q]
         if not np.isfinite(K2).all():
             raise FloatingPointError("KDRSDL diverged: non-finite cores")
-        num = (TB.reshape(m, N * r) @ K2.T) * dt.type(mu)   # S_i B = mu T_i B
+        num = (TB.reshape(m, N * r) @ K2.T) * dt.type(mu)  # S_i B = mu T_i B
         KBtB = K2.reshape(r * N, r) @ (B.T @ B)  # (r, N, r): K_i B^T B
         G = eye + mu * (KBtB.reshape(r, N * r) @ K2.T).astype(np.float64)
         A = _right_divide_spd(num, G, dt)
         # 4. B = (sum_i S_i^T A K_i) / (I + mu sum_i K_i^T A^T A K_i), with the new A.
         #    A^T T_i serves this numerator and the Stein step's A^T S_i B: one pass over T.
-        AtT = left_unfolded(A.T, T).reshape(r * N, n)   # (r, N, n): A^T S_i / mu
+        AtT = left_unfolded(A.T, T).reshape(r * N, n)  # (r, N, n): A^T S_i / mu
         num = (AtT.T @ K2.reshape(r * N, r)) * dt.type(mu)
         AtA = A.T @ A
-        AtAK = AtA @ K2                          # (r, N, r): A^T A K_i
+        AtAK = AtA @ K2  # (r, N, r): A^T A K_i
         G = eye + mu * (K2.reshape(r * N, r).T @ AtAK.reshape(r * N, r)).astype(np.float64)
         B = _right_divide_spd(num, G, dt)
         # 5. Stein: muK K_i + mu AtA K_i BtB = A^T S_i B + muK R_i + Y_i

@@ -83,7 +83,7 @@ def stein_solve_unfolded(AtA, BtB, C, mu, muK):
     P, Q = P.astype(dt, copy=False), Q.astype(dt, copy=False)
     r, N, _ = C.shape
     denom = (muK + mu * np.outer(a, b)).astype(dt)
-    T = ((P.T @ C.reshape(r, N * r)).reshape(r * N, r) @ Q).reshape(r, N, r)   # P^T C_i Q
+    T = ((P.T @ C.reshape(r, N * r)).reshape(r * N, r) @ Q).reshape(r, N, r)  # P^T C_i Q
     T /= denom[:, None, :]
     return ((P @ T.reshape(r, N * r)).reshape(r * N, r) @ Q.T).reshape(r, N, r)
 

@@ -22,7 +22,7 @@ from core.streaming import resolution, snapshot
 from core.streaming.decision import DecisionParams, PixelDecision
 from core.streaming.params import BackgroundParams
 from core.streaming.postprocess import postprocess, square
-from core.streaming.refit import RefitReport, Refitter, RefitSettings
+from core.streaming.refit import RefitReport, RefitSettings, Refitter
 from core.streaming.snapshot import ModelSnapshot
 from core.streaming.window import WindowSchedule
 
@@ -124,17 +124,17 @@ class KDRSDLBackgroundSubtractor:
         """Forget everything (e.g. after the camera changed resolution)."""
         p = self.params
         self.shape = None
-        self._proc_shape = None    # the processing resolution (h, w)
+        self._proc_shape = None  # the processing resolution (h, w)
         self._window = WindowSchedule(p.window, p.window_stride, p.refit_interval)
         self._result = None
-        self._result_start = 0     # window.start of the window the result was solved on
+        self._result_start = 0  # window.start of the window the result was solved on
         self._refitter.cancel()
         self.n_frames = 0
         self._background = None
         self._lam = None
-        self._sigma = None         # per-pixel spread of the background (solve resolution)
-        self._decider = None       # PixelDecision: per-pixel feedback state
-        self._sync_refit = None    # RefitReport of an inline refit run after the last frame
+        self._sigma = None  # per-pixel spread of the background (solve resolution)
+        self._decider = None  # PixelDecision: per-pixel feedback state
+        self._sync_refit = None  # RefitReport of an inline refit run after the last frame
 
     # ----------------------------------------------------------------- OpenCV API
     def apply(self, image, fgmask=None, learningRate=-1):
@@ -197,11 +197,18 @@ class KDRSDLBackgroundSubtractor:
         w = self._window
         counters = {name: getattr(w, name) for name in WindowSchedule.COUNTERS}
         counters.update(result_start=self._result_start, n_frames=self.n_frames)
-        decision = None if self._decider is None else \
-            {name: getattr(self._decider, name) for name in PixelDecision.STATE}
-        snap = ModelSnapshot(frame_shape=self.shape, window=w.stack(), counters=counters, lam=self._lam,
-                             state=self.state, sigma=self._sigma if self._result is not None else None,
-                             decision=decision)
+        decision = (
+            None if self._decider is None else {name: getattr(self._decider, name) for name in PixelDecision.STATE}
+        )
+        snap = ModelSnapshot(
+            frame_shape=self.shape,
+            window=w.stack(),
+            counters=counters,
+            lam=self._lam,
+            state=self.state,
+            sigma=self._sigma if self._result is not None else None,
+            decision=decision,
+        )
         return snapshot.to_arrays(snap, self._settings())
 
     def restore(self, ckpt):
@@ -241,8 +248,19 @@ class KDRSDLBackgroundSubtractor:
                 setattr(self._decider, name, a)
         if snap.state is not None:
             st, empty = snap.state, np.zeros(0)
-            self._result = KDRSDLResult(A=st.A, B=st.B, R=st.R, E=st.E, M=st.M, n_iter=0, converged=True,
-                                        err_rec=empty, err_split=empty, warm_start=True, state=st)
+            self._result = KDRSDLResult(
+                A=st.A,
+                B=st.B,
+                R=st.R,
+                E=st.E,
+                M=st.M,
+                n_iter=0,
+                converged=True,
+                err_rec=empty,
+                err_split=empty,
+                warm_start=True,
+                state=st,
+            )
             if self.params.frame_model == "last":
                 self._last_bg = sandwich(self._result.A, self._result.R[-1:], self._result.B)[0] + self._result.M
         return snap.state is not None
@@ -250,7 +268,7 @@ class KDRSDLBackgroundSubtractor:
     # ----------------------------------------------------------------- model
     @property
     def refit_running(self):
-        """"cold" or "warm" while a window refit runs on its thread, else None."""
+        """ "cold" or "warm" while a window refit runs on its thread, else None."""
         return self._refitter.running
 
     @property
@@ -292,8 +310,11 @@ class KDRSDLBackgroundSubtractor:
         bg = self._upsample(bg_small, x.shape)
         score = np.abs(x - bg)
         self._background = bg
-        t = None if p.decision == "pixel" and self._result is not None else \
-            self._global_threshold(score, small, bg_small)
+        t = (
+            None
+            if p.decision == "pixel" and self._result is not None
+            else self._global_threshold(score, small, bg_small)
+        )
         if self._result is None:
             mask = score > t
         elif p.decision == "pixel":
@@ -304,7 +325,9 @@ class KDRSDLBackgroundSubtractor:
             mask = postprocess(score > t, p.open_size, p.close_size, p.fill_holes)
         learnt = small
         if self._window.enters_next() and self._result is not None and p.update_blend > 0 and mask.any():
-            under = mask if p.update_margin <= 1 else cv2.dilate(mask.view(np.uint8), square(p.update_margin)).view(bool)
+            under = (
+                mask if p.update_margin <= 1 else cv2.dilate(mask.view(np.uint8), square(p.update_margin)).view(bool)
+            )
             under = _block_mean(under.astype(np.float32), p.downscale) > 0
             w = np.float32(p.update_blend)
             learnt = np.where(under, w * bg_small + (1 - w) * small, small).astype(np.float32)
@@ -312,9 +335,12 @@ class KDRSDLBackgroundSubtractor:
         self.n_frames += 1
         if p.mask_resolution == "input":
             mask = resolution.enlarge_mask(mask, self.shape)
-        return FrameResult(fgmask=mask.astype(np.uint8) * 255, score_processing=score,
-                           threshold=None if t is None else float(t),
-                           refit=refit if refit is not None else self._sync_refit)
+        return FrameResult(
+            fgmask=mask.astype(np.uint8) * 255,
+            score_processing=score,
+            threshold=None if t is None else float(t),
+            refit=refit if refit is not None else self._sync_refit,
+        )
 
     def close(self, wait=2.0):
         """Abandon a running refit (at shutdown): it stops at its next iteration.
@@ -334,9 +360,15 @@ class KDRSDLBackgroundSubtractor:
 
     def _new_decider(self, shape):
         p = self.params
-        return PixelDecision(shape, DecisionParams(k_sigma=p.k_sigma, floor=p.pixel_floor, tolerance=p.tolerance,
-                                                   blink_gain=p.blink_gain, shadow=p.shadow),
-                             p.open_size, p.close_size, p.fill_holes)
+        return PixelDecision(
+            shape,
+            DecisionParams(
+                k_sigma=p.k_sigma, floor=p.pixel_floor, tolerance=p.tolerance, blink_gain=p.blink_gain, shadow=p.shadow
+            ),
+            p.open_size,
+            p.close_size,
+            p.fill_holes,
+        )
 
     def _global_threshold(self, score, small, bg_small):
         p = self.params
@@ -365,8 +397,8 @@ class KDRSDLBackgroundSubtractor:
         out = np.empty(shape, dtype=np.float32)
         h, w = min(big.shape[0], shape[0]), min(big.shape[1], shape[1])
         out[:h, :w] = big[:h, :w]
-        out[h:, :w] = big[h - 1:h, :w]
-        out[:, w:] = out[:, w - 1:w]
+        out[h:, :w] = big[h - 1 : h, :w]
+        out[:, w:] = out[:, w - 1 : w]
         return out
 
     def _learn(self, small):
@@ -386,9 +418,16 @@ class KDRSDLBackgroundSubtractor:
             # whole window of frames) keeps only the dictionary A, B, M: every core starts afresh.
             init = slide_state(self._result.state, min(w.start - self._result_start, solved))
         w.started_refit()
-        settings = RefitSettings(rank=p.rank, lam=self._lam, alpha=p.alpha, tol=p.refit_tol,
-                                 max_iter=p.refit_max_iter, backoff=p.refit_backoff, rebalance=p.rebalance,
-                                 e_cut=p.e_cut if p.decision == "pixel" else None)
+        settings = RefitSettings(
+            rank=p.rank,
+            lam=self._lam,
+            alpha=p.alpha,
+            tol=p.refit_tol,
+            max_iter=p.refit_max_iter,
+            backoff=p.refit_backoff,
+            rebalance=p.rebalance,
+            e_cut=p.e_cut if p.decision == "pixel" else None,
+        )
         report = self._refitter.submit(w.stack(), init, w.start, settings)
         if report is not None:
             self._install(report)
@@ -421,6 +460,15 @@ class KDRSDLBackgroundSubtractor:
             return self._last_bg
         xc = (small - res.M)[None]
         st = res.state
-        fit = fit_cores(res.A, res.B, xc, lam=self._lam, alpha=p.alpha, mu_end=st.mu,
-                        mu_ratio=st.mu / st.muK, rho=2.0, max_iter=p.frame_iters)
+        fit = fit_cores(
+            res.A,
+            res.B,
+            xc,
+            lam=self._lam,
+            alpha=p.alpha,
+            mu_end=st.mu,
+            mu_ratio=st.mu / st.muK,
+            rho=2.0,
+            max_iter=p.frame_iters,
+        )
         return sandwich(res.A, fit.R, res.B)[0] + res.M

@@ -140,7 +140,7 @@ class PixelDecision:
         mean = cv2.blur(r, k)
         var = cv2.blur(r * r, k) - mean * mean
         lo, hi = p.shadow_ratio
-        return (r > lo) & (r < hi) & (var < np.float32(p.shadow_spread ** 2))
+        return (r > lo) & (r < hi) & (var < np.float32(p.shadow_spread**2))
 
     def decide(self, x, bg, sigma):
         """Foreground mask of one frame, and the feedback update.

@@ -63,8 +63,11 @@ class Knob:
             ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
             what = "an integer"
         else:
-            ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)) \
+            ok = (
+                isinstance(value, (int, float, np.integer, np.floating))
+                and not isinstance(value, (bool, np.bool_))
                 and bool(np.isfinite(value))
+            )
             what = "a finite number"
         if ok and self.low is not None:
             ok = value > self.low if self.low_open else value >= self.low
@@ -84,11 +87,16 @@ class Knob:
         return ""
 
 
-def knob(default, meaning, unit="", low=None, high=None, low_open=False, high_open=False, choices=None,
-         optional=False):
+def knob(default, meaning, unit="", low=None, high=None, low_open=False, high_open=False, choices=None, optional=False):
     """A dataclass field carrying its :class:`Knob` declaration."""
-    return field(default=default, metadata={"knob": Knob(meaning, unit, low, high, low_open, high_open,
-                                                         None if choices is None else tuple(choices), optional)})
+    return field(
+        default=default,
+        metadata={
+            "knob": Knob(
+                meaning, unit, low, high, low_open, high_open, None if choices is None else tuple(choices), optional
+            )
+        },
+    )
 
 
 @dataclass
@@ -102,77 +110,165 @@ class BackgroundParams:
 
     # ------------------------------------------------------------------ the window and its refits
     window: int = knob(30, "Frames in the solver's window N.", "frames", 2, 1000)
-    window_stride: int = knob(8, "Every window_stride-th frame enters the window, so it spans window * "
-                              "window_stride frames (slow objects then leave the background).", "frames", 1, 1000)
+    window_stride: int = knob(
+        8,
+        "Every window_stride-th frame enters the window, so it spans window * "
+        "window_stride frames (slow objects then leave the background).",
+        "frames",
+        1,
+        1000,
+    )
     rank: int = knob(20, "Dictionary size r, at most min(height, width) after downscale.", "", 1, 1000)
-    lam: Optional[float] = knob(0.005, "Weight of |E|_1. None = the paper's 1 / sqrt(window * max(m, n)) (0.010 "
-                                "at the default window and 320 x 240); 0.005 lets E take more of the traffic, "
-                                "which keeps it out of the background M.", "", 0, None, low_open=True,
-                                optional=True)
+    lam: Optional[float] = knob(
+        0.005,
+        "Weight of |E|_1. None = the paper's 1 / sqrt(window * max(m, n)) (0.010 "
+        "at the default window and 320 x 240); 0.005 lets E take more of the traffic, "
+        "which keeps it out of the background M.",
+        "",
+        0,
+        None,
+        low_open=True,
+        optional=True,
+    )
     alpha: float = knob(1e-2, "Weight of |R|_1 (the paper's default).", "", 0, None, low_open=True)
     refit_interval: int = knob(40, "Frames between window refits (warm-started KDRSDL).", "frames", 1, None)
     refit_max_iter: int = knob(30, "Iteration cap of a warm refit (the cold first fit gets 3x).", "", 1, 10000)
     refit_tol: float = knob(1e-4, "Stopping tolerance of the refits.", "", 0, None, low_open=True)
-    refit_backoff: float = knob(60.0, "Rho-steps a warm refit takes mu back (core.solver.kdrsdl's backoff). A "
-                                "refit that stops at max_iter leaves mu ~ rho^refit_max_iter higher; less back-off "
-                                "than that ratchets mu to its cap over a long stream, where E absorbs every "
-                                "change and the background stops adapting. 60 brings mu back near the window's "
-                                "mu0.", "", 0, 1000, low_open=True)
-    rebalance: bool = knob(True, "Rebalance the scale of A, B and R at each warm refit: without it A drifts "
-                           "towards 0 and R towards infinity over thousands of frames.")
-    async_refit: bool = knob(False, "Run window refits on a thread, so a frame never waits for one (frames keep "
-                             "the previous dictionary until the new one is ready; the frame at which a refit "
-                             "lands then depends on timing). The worker turns it on.")
+    refit_backoff: float = knob(
+        60.0,
+        "Rho-steps a warm refit takes mu back (core.solver.kdrsdl's backoff). A "
+        "refit that stops at max_iter leaves mu ~ rho^refit_max_iter higher; less back-off "
+        "than that ratchets mu to its cap over a long stream, where E absorbs every "
+        "change and the background stops adapting. 60 brings mu back near the window's "
+        "mu0.",
+        "",
+        0,
+        1000,
+        low_open=True,
+    )
+    rebalance: bool = knob(
+        True,
+        "Rebalance the scale of A, B and R at each warm refit: without it A drifts "
+        "towards 0 and R towards infinity over thousands of frames.",
+    )
+    async_refit: bool = knob(
+        False,
+        "Run window refits on a thread, so a frame never waits for one (frames keep "
+        "the previous dictionary until the new one is ready; the frame at which a refit "
+        "lands then depends on timing). The worker turns it on.",
+    )
     # ------------------------------------------------------------------ each frame's background
-    frame_model: str = knob("mean", "Background of a new frame: the window's robust mean M ('mean', the most "
-                            "accurate measured); M plus the low-rank part of the newest window frame ('last'); "
-                            "or M + A R B^T with the frame's core fitted on the fixed dictionary ('fit'; it "
-                            "follows illumination but absorbs part of slow or large objects).",
-                            choices=("mean", "last", "fit"))
+    frame_model: str = knob(
+        "mean",
+        "Background of a new frame: the window's robust mean M ('mean', the most "
+        "accurate measured); M plus the low-rank part of the newest window frame ('last'); "
+        "or M + A R B^T with the frame's core fitted on the fixed dictionary ('fit'; it "
+        "follows illumination but absorbs part of slow or large objects).",
+        choices=("mean", "last", "fit"),
+    )
     frame_iters: int = knob(4, "Iterations of the per-frame core fit (frame_model 'fit').", "", 1, 1000)
-    global_offset: bool = knob(True, "Add the frame's median difference from the background to the background "
-                               "before scoring: follows a global brightness change (clouds, auto-exposure) "
-                               "between refits.")
-    processing_side: int = knob(PROCESSING_SIDE, "Longest side of the processing resolution: larger frames are "
-                                "reduced (area averaging, aspect kept) before the window keeps, solves and scores "
-                                "them; 0 = the input resolution (core.streaming.resolution).", "pixels", 0, 8192)
-    mask_resolution: str = knob("input", "Resolution of the published mask: 'input' (the decision enlarged "
-                                "to the frame's size) or 'processing'.", choices=("input", "processing"))
-    downscale: int = knob(1, "Solve and score at 1/downscale of the resolution (block mean); the score is "
-                          "upsampled back.", "", 1, 16)
+    global_offset: bool = knob(
+        True,
+        "Add the frame's median difference from the background to the background "
+        "before scoring: follows a global brightness change (clouds, auto-exposure) "
+        "between refits.",
+    )
+    processing_side: int = knob(
+        PROCESSING_SIDE,
+        "Longest side of the processing resolution: larger frames are "
+        "reduced (area averaging, aspect kept) before the window keeps, solves and scores "
+        "them; 0 = the input resolution (core.streaming.resolution).",
+        "pixels",
+        0,
+        8192,
+    )
+    mask_resolution: str = knob(
+        "input",
+        "Resolution of the published mask: 'input' (the decision enlarged to the frame's size) or 'processing'.",
+        choices=("input", "processing"),
+    )
+    downscale: int = knob(
+        1, "Solve and score at 1/downscale of the resolution (block mean); the score is upsampled back.", "", 1, 16
+    )
     # ------------------------------------------------------------------ the decision
-    decision: str = knob("pixel", "How pixels are judged: 'pixel', against per-pixel bands of the background's "
-                         "own spread with spatial tolerance and blink feedback (core.streaming.decision); "
-                         "'global', one threshold max(min_threshold, k_sigma * MAD sigma) for every pixel.",
-                         choices=("pixel", "global"))
-    k_sigma: float = knob(3.0, "Band half-width (pixel) or threshold (global) in multiples of the noise sigma.",
-                          "", 0, None, low_open=True)
-    threshold: Optional[float] = knob(None, "Fixed global threshold on |x - L|; None = adaptive (decision "
-                                      "'global' and the frames before the first refit).", "intensity in [0, 1]",
-                                      0, 1, low_open=True, high_open=True, optional=True)
-    min_threshold: float = knob(0.10, "Floor of the adaptive global threshold (0.10 = 25 gray levels).",
-                                "intensity in [0, 1]", 0, 1, high_open=True)
-    e_cut: float = knob(0.05, "Window samples whose sparse part |E| exceeds this are foreground and left out "
-                        "of the per-pixel spread.", "intensity in [0, 1]", 0, 1)
-    pixel_floor: float = knob(0.06, "Smallest band half-width (0.06 = 15 gray levels).", "intensity in [0, 1]",
-                              0, 1, high_open=True)
-    tolerance: int = knob(3, "Side of the neighbourhood whose band a pixel may match (absorbs jitter); 1 = "
-                          "none.", "pixels", 1, 51)
+    decision: str = knob(
+        "pixel",
+        "How pixels are judged: 'pixel', against per-pixel bands of the background's "
+        "own spread with spatial tolerance and blink feedback (core.streaming.decision); "
+        "'global', one threshold max(min_threshold, k_sigma * MAD sigma) for every pixel.",
+        choices=("pixel", "global"),
+    )
+    k_sigma: float = knob(
+        3.0,
+        "Band half-width (pixel) or threshold (global) in multiples of the noise sigma.",
+        "",
+        0,
+        None,
+        low_open=True,
+    )
+    threshold: Optional[float] = knob(
+        None,
+        "Fixed global threshold on |x - L|; None = adaptive (decision 'global' and the frames before the first refit).",
+        "intensity in [0, 1]",
+        0,
+        1,
+        low_open=True,
+        high_open=True,
+        optional=True,
+    )
+    min_threshold: float = knob(
+        0.10,
+        "Floor of the adaptive global threshold (0.10 = 25 gray levels).",
+        "intensity in [0, 1]",
+        0,
+        1,
+        high_open=True,
+    )
+    e_cut: float = knob(
+        0.05,
+        "Window samples whose sparse part |E| exceeds this are foreground and left out of the per-pixel spread.",
+        "intensity in [0, 1]",
+        0,
+        1,
+    )
+    pixel_floor: float = knob(
+        0.06, "Smallest band half-width (0.06 = 15 gray levels).", "intensity in [0, 1]", 0, 1, high_open=True
+    )
+    tolerance: int = knob(
+        3, "Side of the neighbourhood whose band a pixel may match (absorbs jitter); 1 = none.", "pixels", 1, 51
+    )
     blink_gain: float = knob(0.1, "Band widening per unit of a pixel's blink count; 0 = no feedback.", "", 0, 10)
-    shadow: bool = knob(False, "A pixel darker than its band by a ratio uniform over its 5 x 5 neighbourhood is "
-                        "a cast shadow, not foreground (measured: pedestrians +0.008, highway -0.005, "
-                        "badminton -0.016, canoe -0.004; off).")
+    shadow: bool = knob(
+        False,
+        "A pixel darker than its band by a ratio uniform over its 5 x 5 neighbourhood is "
+        "a cast shadow, not foreground (measured: pedestrians +0.008, highway -0.005, "
+        "badminton -0.016, canoe -0.004; off).",
+    )
     # ------------------------------------------------------------------ post-processing and learning
-    open_size: int = knob(3, "Side of the square of the mask's opening (removes specks); 0 or 1 = none.",
-                          "pixels", 0, 51)
-    close_size: int = knob(7, "Side of the square of the closing that follows (joins the parts of an object); "
-                           "0 or 1 = none.", "pixels", 0, 51)
-    fill_holes: bool = knob(True, "Fill the holes of the mask's blobs after the closing (the uniform inside of a "
-                            "vehicle scores low but is foreground).")
-    update_blend: float = knob(0.7, "Weight of the background in the pixels under the dilated mask when a frame "
-                               "enters the window: 0 learns the frame as it is (a still object is absorbed "
-                               "within a window), 1 never learns foreground (a false detection never heals).",
-                               "", 0, 1)
+    open_size: int = knob(
+        3, "Side of the square of the mask's opening (removes specks); 0 or 1 = none.", "pixels", 0, 51
+    )
+    close_size: int = knob(
+        7,
+        "Side of the square of the closing that follows (joins the parts of an object); 0 or 1 = none.",
+        "pixels",
+        0,
+        51,
+    )
+    fill_holes: bool = knob(
+        True,
+        "Fill the holes of the mask's blobs after the closing (the uniform inside of a "
+        "vehicle scores low but is foreground).",
+    )
+    update_blend: float = knob(
+        0.7,
+        "Weight of the background in the pixels under the dilated mask when a frame "
+        "enters the window: 0 learns the frame as it is (a still object is absorbed "
+        "within a window), 1 never learns foreground (a false detection never heals).",
+        "",
+        0,
+        1,
+    )
     update_margin: int = knob(5, "Side of the dilation of the mask for update_blend.", "pixels", 0, 51)
 
     def validate(self):
@@ -215,8 +311,16 @@ def _attributes_doc():
     for f, k, kind in knobs():
         t = kind.__name__ + (" or None" if k.optional else "")
         lines.append(f"    {f.name} : {t}")
-        extra = [s for s in (k.unit and f"unit: {k.unit}", k.range_text(),
-                             k.choices and "one of " + ", ".join(map(repr, k.choices)), f"default {f.default!r}") if s]
+        extra = [
+            s
+            for s in (
+                k.unit and f"unit: {k.unit}",
+                k.range_text(),
+                k.choices and "one of " + ", ".join(map(repr, k.choices)),
+                f"default {f.default!r}",
+            )
+            if s
+        ]
         lines.append(f"        {k.meaning} ({'; '.join(extra)}.)")
     return "\n".join(lines) + "\n"
 

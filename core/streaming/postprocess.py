@@ -9,7 +9,7 @@ twentieth of their cost (measured at 320 x 240: 0.2 ms against 4 ms).
 import cv2
 import numpy as np
 
-_SQUARES = {}
+_SQUARES: dict[int, np.ndarray] = {}
 
 
 def square(side):

@@ -13,8 +13,8 @@ from typing import Optional
 
 import numpy as np
 
-from core.streaming.decision import pixel_spread
 from core.solver.kdrsdl import Cancelled, KDRSDLResult, kdrsdl
+from core.streaming.decision import pixel_spread
 
 
 @dataclass(frozen=True)
@@ -116,11 +116,32 @@ def solve_window(X, init, start, s, cancel=None):
         # stops at max_iter by design: no ConvergenceWarning (warning filters are process-wide).
         with np.errstate(all="ignore"):
             if init is None:
-                res = kdrsdl(X, r, lam=s.lam, alpha=s.alpha, mean=True, tol=s.tol, max_iter=3 * s.max_iter,
-                             warn=False, cancel=cancel)
+                res = kdrsdl(
+                    X,
+                    r,
+                    lam=s.lam,
+                    alpha=s.alpha,
+                    mean=True,
+                    tol=s.tol,
+                    max_iter=3 * s.max_iter,
+                    warn=False,
+                    cancel=cancel,
+                )
             else:
-                res = kdrsdl(X, r, lam=s.lam, alpha=s.alpha, mean=True, tol=s.tol, max_iter=s.max_iter,
-                             init=init, backoff=s.backoff, rebalance=s.rebalance, warn=False, cancel=cancel)
+                res = kdrsdl(
+                    X,
+                    r,
+                    lam=s.lam,
+                    alpha=s.alpha,
+                    mean=True,
+                    tol=s.tol,
+                    max_iter=s.max_iter,
+                    init=init,
+                    backoff=s.backoff,
+                    rebalance=s.rebalance,
+                    warn=False,
+                    cancel=cancel,
+                )
         if not all(np.isfinite(a).all() for a in (res.A, res.B, res.M, res.R)):
             raise FloatingPointError("window refit produced non-finite values")
         sigma = None if s.e_cut is None else pixel_spread(X, res.M, res.E, s.e_cut)
@@ -128,8 +149,9 @@ def solve_window(X, init, start, s, cancel=None):
     except Cancelled:
         return None
     except (FloatingPointError, np.linalg.LinAlgError, ValueError) as exc:
-        return RefitReport(start, time.perf_counter() - t0, time.thread_time() - c0, reset=True,
-                           error=f"{type(exc).__name__}: {exc}")
+        return RefitReport(
+            start, time.perf_counter() - t0, time.thread_time() - c0, reset=True, error=f"{type(exc).__name__}: {exc}"
+        )
 
 
 class _Job:
@@ -172,7 +194,7 @@ class Refitter:
 
     @property
     def running(self):
-        """"cold" or "warm" while a threaded refit runs (or awaits collection), else None."""
+        """ "cold" or "warm" while a threaded refit runs (or awaits collection), else None."""
         return None if self._job is None else self._job.kind
 
     def submit(self, X, init, start, settings):
@@ -180,8 +202,9 @@ class Refitter:
         if not self.threaded:
             return solve_window(X, init, start, settings)
         self._job = _Job("cold" if init is None else "warm")
-        self._thread = threading.Thread(target=self._job.run, args=(X, init, start, settings),
-                                        name="kdrsdl-refit", daemon=True)
+        self._thread = threading.Thread(
+            target=self._job.run, args=(X, init, start, settings), name="kdrsdl-refit", daemon=True
+        )
         self._thread.start()
         return None
 

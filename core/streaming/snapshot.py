@@ -139,7 +139,7 @@ def _from_arrays(ckpt, settings, params, decision_state):
     lam = float(ckpt["lam"])
     if len(values) != len(COUNTERS) or min(values) < 0 or not (np.isfinite(lam) and lam > 0):
         raise ValueError("checkpoint counters or lambda out of range")
-    counters = dict(zip(COUNTERS, values))
+    counters = dict(zip(COUNTERS, values, strict=True))
     if not np.isfinite(window).all():
         raise ValueError("checkpoint window holds non-finite values")
     state = sigma = decision = None
@@ -158,16 +158,27 @@ def _from_arrays(ckpt, settings, params, decision_state):
             if a.shape != proc or not np.isfinite(a).all():
                 raise ValueError(f"checkpoint decision state {name} does not fit frames of {shape}")
             decision[name] = a.copy()
-    return ModelSnapshot(frame_shape=shape, window=window, counters=counters, lam=lam, state=state, sigma=sigma,
-                         decision=decision)
+    return ModelSnapshot(
+        frame_shape=shape, window=window, counters=counters, lam=lam, state=state, sigma=sigma, decision=decision
+    )
 
 
 def _state(ckpt, small, window):
-    st = KDRSDLState(**{n: np.asarray(ckpt["state_" + n]) for n in _STATE_ARRAYS},
-                     **{n: float(ckpt["state_" + n]) for n in _STATE_SCALARS})
+    st = KDRSDLState(
+        **{n: np.asarray(ckpt["state_" + n]) for n in _STATE_ARRAYS},
+        **{n: float(ckpt["state_" + n]) for n in _STATE_SCALARS},
+    )
     n_slices, r = st.n_slices, st.rank
-    shapes = {"A": (small[0], r), "B": (small[1], r), "K": (n_slices, r, r), "R": (n_slices, r, r),
-              "Y": (n_slices, r, r), "E": (n_slices,) + small, "Lam": (n_slices,) + small, "M": small}
+    shapes = {
+        "A": (small[0], r),
+        "B": (small[1], r),
+        "K": (n_slices, r, r),
+        "R": (n_slices, r, r),
+        "Y": (n_slices, r, r),
+        "E": (n_slices,) + small,
+        "Lam": (n_slices,) + small,
+        "M": small,
+    }
     for name, want in shapes.items():
         a = getattr(st, name)
         if a.shape != want:

@@ -16,8 +16,8 @@ import sys
 from tqdm import tqdm
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
-from core.streaming.background import BackgroundParams, KDRSDLBackgroundSubtractor  # noqa: E402
 from core.evaluation.metrics import cdnet_average  # noqa: E402
+from core.streaming.background import BackgroundParams, KDRSDLBackgroundSubtractor  # noqa: E402
 from streamer.cdnet import find_sequences  # noqa: E402
 from streamer.evaluate import run_cdnet, scored_labels  # noqa: E402
 from streamer.peers import Subtractor  # noqa: E402
@@ -58,7 +58,9 @@ def value(text):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("root", nargs="?", default=str(pathlib.Path(__file__).resolve().parents[3] / "shared/data/cdnet2014"))
+    ap.add_argument(
+        "root", nargs="?", default=str(pathlib.Path(__file__).resolve().parents[3] / "shared/data/cdnet2014")
+    )
     ap.add_argument("--variants", help="comma-separated names of VARIANTS (default all)")
     ap.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="change a default knob for all")
     ap.add_argument("--json", help="write every figure as JSON")
@@ -72,8 +74,7 @@ def main():
         G = scored_labels(seq, scored, X.shape[1:])
         for n in names:
             with tqdm(total=len(X), desc=f"{seq.name} {n}", leave=False) as bar:
-                entry, _, _ = run_cdnet(subtractor({**base, **VARIANTS[n]}), X, seq.first_input, scored, G,
-                                         set(), bar)
+                entry, _, _ = run_cdnet(subtractor({**base, **VARIANTS[n]}), X, seq.first_input, scored, G, set(), bar)
             results[n][seq.name] = (seq.category, entry)
     seqs = list(next(iter(results.values())))
     print("| variant | " + " | ".join(s.split("/")[1] for s in seqs) + " | mean of the sequences | CDnet mean |")
@@ -82,8 +83,10 @@ def main():
         _, overall = cdnet_average([(c, e) for c, e in results[n].values()], ("f_measure",))
         f = [results[n][s][1]["f_measure"] for s in seqs]
         fps = sum(results[n][s][1]["seconds"] for s in seqs)
-        print(f"| {n} | " + " | ".join(f"{v:.3f}" for v in f) + f" | {sum(f) / len(f):.3f} | {overall['f_measure']:.3f} |"
-              f"  ({fps:.0f} s)")
+        print(
+            f"| {n} | " + " | ".join(f"{v:.3f}" for v in f) + f" | {sum(f) / len(f):.3f} | {overall['f_measure']:.3f} |"
+            f"  ({fps:.0f} s)"
+        )
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(results, indent=1, default=float))
 

@@ -33,8 +33,10 @@ DATA = ROOT.parent / "shared" / "data" / "denoise"
 LEVELS = (0.1, 0.3, 0.6)
 SEEDS = {0.1: 10, 0.3: 30, 0.6: 60}
 #: The paper's "three best results" tables at 60% noise: (PSNR, FSIM or FSIMc) per method.
-PAPER_60 = {"yale": {"KDRSDL": (26.6057, 0.8956), "NC TRPCA": (22.8502, 0.8509), "TRPCA'16": (22.566, 0.8427)},
-            "facade": {"KDRSDL": (23.8064, 0.9152), "TRPCA'16": (23.6552, 0.9109), "HORPCA-S": (22.8811, 0.9060)}}
+PAPER_60 = {
+    "yale": {"KDRSDL": (26.6057, 0.8956), "NC TRPCA": (22.8502, 0.8509), "TRPCA'16": (22.566, 0.8427)},
+    "facade": {"KDRSDL": (23.8064, 0.9152), "TRPCA'16": (23.6552, 0.9109), "HORPCA-S": (22.8811, 0.9060)},
+}
 SWEEP = (0.25, 0.5, 2.0, 4.0)
 
 
@@ -68,7 +70,9 @@ def fsim(name, clean, restored):
         return np.round(np.clip(a, 0, 1) * 255).astype(np.uint8)
 
     if name == "yale":
-        return float(np.mean([ism_fsim(as8(c)[:, :, None], as8(r)[:, :, None]) for c, r in zip(clean, restored)]))
+        return float(
+            np.mean([ism_fsim(as8(c)[:, :, None], as8(r)[:, :, None]) for c, r in zip(clean, restored, strict=True)])
+        )
     return float(ism_fsim(as8(clean).transpose(1, 2, 0), as8(restored).transpose(1, 2, 0)))
 
 
@@ -87,11 +91,13 @@ def run(name, clean, noisy, method, density, **override):
 def figure(path, panels):
     """clean | noisy | KDRSDL | RPCA, one row per (benchmark, level)."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(len(panels), 4, figsize=(10, 2.6 * len(panels)), squeeze=False)
-    for row, (title, images) in zip(axes, panels):
-        for ax, (label, im) in zip(row, images):
+    for row, (title, images) in zip(axes, panels, strict=True):
+        for ax, (label, im) in zip(row, images, strict=True):
             im = np.clip(im, 0, 1)
             ax.imshow(im.transpose(1, 2, 0) if im.ndim == 3 else im, cmap="gray", vmin=0, vmax=1)
             ax.set_title(f"{title}: {label}", fontsize=8)
@@ -99,6 +105,11 @@ def figure(path, panels):
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
+
+
+def fs(value):
+    """An FSIM figure for the table ("n/a" without image-similarity-measures)."""
+    return "  n/a " if value is None else f"{value:.4f}"
 
 
 def main():
@@ -125,16 +136,32 @@ def main():
                 row["kdrsdl_swept_best"] = {**best, "lam_factor": f}
             out[name][str(density)] = row
             k, r = row["kdrsdl"], row["rpca"]
-            fs = (lambda v: "  n/a " if v is None else f"{v:.4f}")
-            print(f"{name:6s} {int(density * 100):2d}%  noisy {row['noisy']['psnr']:5.2f} dB | KDRSDL "
-                  f"{k['psnr']:5.2f} dB {fsim_name[name]} {fs(k['fsim'])} {k['seconds']:5.1f} s | RPCA {r['psnr']:5.2f} dB "
-                  f"{fsim_name[name]} {fs(r['fsim'])} {r['seconds']:5.1f} s"
-                  + (f" | lam swept: best {row['kdrsdl_swept_best']['psnr']:.2f} dB at "
-                     f"{row['kdrsdl_swept_best']['lam_factor']:g}x" if args.sweep else ""), flush=True)
+            print(
+                f"{name:6s} {int(density * 100):2d}%  noisy {row['noisy']['psnr']:5.2f} dB | KDRSDL "
+                f"{k['psnr']:5.2f} dB {fsim_name[name]} {fs(k['fsim'])} {k['seconds']:5.1f} s | "
+                f"RPCA {r['psnr']:5.2f} dB "
+                f"{fsim_name[name]} {fs(r['fsim'])} {r['seconds']:5.1f} s"
+                + (
+                    f" | lam swept: best {row['kdrsdl_swept_best']['psnr']:.2f} dB at "
+                    f"{row['kdrsdl_swept_best']['lam_factor']:g}x"
+                    if args.sweep
+                    else ""
+                ),
+                flush=True,
+            )
             if density in (0.3, 0.6):
                 pick = (lambda a: a[0]) if name == "yale" else (lambda a: a)
-                panels.append((f"{name} {int(density * 100)}%", [("clean", pick(clean)), ("noisy", pick(noisy)),
-                                                                  ("KDRSDL", pick(L_ours)), ("RPCA", pick(L_rpca))]))
+                panels.append(
+                    (
+                        f"{name} {int(density * 100)}%",
+                        [
+                            ("clean", pick(clean)),
+                            ("noisy", pick(noisy)),
+                            ("KDRSDL", pick(L_ours)),
+                            ("RPCA", pick(L_rpca)),
+                        ],
+                    )
+                )
         p, f = PAPER_60[name]["KDRSDL"]
         print(f"{name:6s} 60%  the paper's KDRSDL: {p:.2f} dB {fsim_name[name]} {f:.4f}")
     if args.json:

@@ -19,10 +19,10 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
-from core.solver.frame_fit import fit_cores  # noqa: E402
 from core.evaluation.metrics import cdnet_labels  # noqa: E402
+from core.solver.frame_fit import fit_cores  # noqa: E402
 from core.solver.products import sandwich  # noqa: E402
+from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
 from streamer.cdnet import find_sequences  # noqa: E402
 from streamer.evaluate import scored_labels  # noqa: E402
 
@@ -47,8 +47,17 @@ def main():
                 res, st = sub._result, sub.state
                 x = frame.astype(np.float32) / 255
                 D = x - res.M
-                fit = fit_cores(res.A, res.B, D[None], lam=sub._lam, alpha=sub.params.alpha, mu_end=st.mu,
-                                mu_ratio=st.mu / st.muK, rho=2.0, max_iter=sub.params.frame_iters)
+                fit = fit_cores(
+                    res.A,
+                    res.B,
+                    D[None],
+                    lam=sub._lam,
+                    alpha=sub.params.alpha,
+                    mu_end=st.mu,
+                    mu_ratio=st.mu / st.muK,
+                    rho=2.0,
+                    max_iter=sub.params.frame_iters,
+                )
                 L = sandwich(res.A, fit.R, res.B)[0]
                 explained = np.abs(D) - np.abs(D - L)  # how much closer to x the fit brings the background
                 valid, positive = cdnet_labels(G[k])

@@ -67,8 +67,9 @@ def mog2_fps(frames):
 
 def pipeline(path, seconds, tmp, tag):
     frames_ep, masks_ep, port = f"ipc://{tmp}/f{tag}", f"ipc://{tmp}/m{tag}", free_port()
-    worker = kdrsdl("worker", "--camera", "hd", "--frames-endpoint", frames_ep, "--masks-endpoint", masks_ep,
-                    "--metrics-port", port)
+    worker = kdrsdl(
+        "worker", "--camera", "hd", "--frames-endpoint", frames_ep, "--masks-endpoint", masks_ep, "--metrics-port", port
+    )
     wait_for(lambda: scrape(port), 60, "worker metrics")
     sub = subscriber(masks_ep, "hd")
     cap = kdrsdl("capture", "--camera", "hd", "--source", path, "--loop", "--fps", 30, "--frames-endpoint", frames_ep)
@@ -79,12 +80,23 @@ def pipeline(path, seconds, tmp, tag):
         msg = receive(sub, 0.5)
         if msg is not None:
             lat.append((time.time_ns() - msg.header["t_capture_ns"]) / 1e9)
-            shapes.add((tuple(msg.image.shape), msg.header.get("mask_resolution"), tuple(msg.header.get("processing_shape") or ())))
+            shapes.add(
+                (
+                    tuple(msg.image.shape),
+                    msg.header.get("mask_resolution"),
+                    tuple(msg.header.get("processing_shape") or ()),
+                )
+            )
         if time.monotonic() >= next_sample:
             s = scrape(port)
             if s is not None:
-                samples.append((time.monotonic(), s.get(("process_cpu_seconds_total", frozenset()), 0.0),
-                                s.get(("process_resident_memory_bytes", frozenset()), 0.0) / 2**20))
+                samples.append(
+                    (
+                        time.monotonic(),
+                        s.get(("process_cpu_seconds_total", frozenset()), 0.0),
+                        s.get(("process_resident_memory_bytes", frozenset()), 0.0) / 2**20,
+                    )
+                )
                 if first is None and metric(s, "kdrsdl_solver_starts_total", camera="hd", mode="warm") >= 1:
                     first = samples[-1]  # CPU is averaged from the first warm refit on (after the warm-up)
             next_sample += 5
@@ -104,16 +116,28 @@ def pipeline(path, seconds, tmp, tag):
     ok = lat[np.isfinite(lat)]
     n_refits = sum(metric(s, "kdrsdl_solver_starts_total", camera="hd", mode=m) for m in ("cold", "warm"))
     refit_s = metric(s, "kdrsdl_refit_duration_seconds_sum", camera="hd") / max(
-        metric(s, "kdrsdl_refit_duration_seconds_count", camera="hd"), 1)
+        metric(s, "kdrsdl_refit_duration_seconds_count", camera="hd"), 1
+    )
     return {
-        "seconds": seconds, "frames_read": read, "frames_sent": sent, "refused_at_capture": read - sent,
-        "masks": int(len(lat)), "worker_lost": metric(s, "kdrsdl_worker_frames_lost_total", camera="hd"),
-        "worker_dropped": sum(metric(s, "kdrsdl_worker_frames_dropped_total", camera="hd", reason=r)
-                              for r in ("overload", "error", "shutdown")),
-        "latency_ms_p50": 1000 * float(np.percentile(ok, 50)), "latency_ms_p99": 1000 * float(np.percentile(ok, 99)),
-        "worker_cpu_core": cpu, "worker_rss_mib_peak": max(r for _, _, r in samples),
-        "refits": int(n_refits), "refit_seconds_mean": refit_s,
-        "mask": sorted(shapes), "stop_seconds": stop_s, "worker_exit": code,
+        "seconds": seconds,
+        "frames_read": read,
+        "frames_sent": sent,
+        "refused_at_capture": read - sent,
+        "masks": int(len(lat)),
+        "worker_lost": metric(s, "kdrsdl_worker_frames_lost_total", camera="hd"),
+        "worker_dropped": sum(
+            metric(s, "kdrsdl_worker_frames_dropped_total", camera="hd", reason=r)
+            for r in ("overload", "error", "shutdown")
+        ),
+        "latency_ms_p50": 1000 * float(np.percentile(ok, 50)),
+        "latency_ms_p99": 1000 * float(np.percentile(ok, 99)),
+        "worker_cpu_core": cpu,
+        "worker_rss_mib_peak": max(r for _, _, r in samples),
+        "refits": int(n_refits),
+        "refit_seconds_mean": refit_s,
+        "mask": sorted(shapes),
+        "stop_seconds": stop_s,
+        "worker_exit": code,
     }
 
 
@@ -133,12 +157,15 @@ def main():
         r = pipeline(path, args.seconds, tmp, i)
         r["mog2_fps"] = mog2_fps(frames)
         out[size] = r
-        print(f"{size:>9}: {r['masks']} masks for {r['frames_sent']} sent ({r['refused_at_capture']} refused at the "
-              f"capture, {r['worker_dropped']:.0f} dropped and {r['worker_lost']:.0f} lost at the worker); latency "
-              f"p50 {r['latency_ms_p50']:.1f} p99 {r['latency_ms_p99']:.1f} ms; worker {100 * r['worker_cpu_core']:.0f}% "
-              f"of a core, RSS peak {r['worker_rss_mib_peak']:.0f} MiB; {r['refits']} refits, "
-              f"{r['refit_seconds_mean']:.2f} s each; mask {r['mask']}; stop {r['stop_seconds']:.1f} s "
-              f"(exit {r['worker_exit']}); MOG2 {r['mog2_fps']:.0f} fps", flush=True)
+        print(
+            f"{size:>9}: {r['masks']} masks for {r['frames_sent']} sent ({r['refused_at_capture']} refused at the "
+            f"capture, {r['worker_dropped']:.0f} dropped and {r['worker_lost']:.0f} lost at the worker); latency "
+            f"p50 {r['latency_ms_p50']:.1f} p99 {r['latency_ms_p99']:.1f} ms; worker {100 * r['worker_cpu_core']:.0f}% "
+            f"of a core, RSS peak {r['worker_rss_mib_peak']:.0f} MiB; {r['refits']} refits, "
+            f"{r['refit_seconds_mean']:.2f} s each; mask {r['mask']}; stop {r['stop_seconds']:.1f} s "
+            f"(exit {r['worker_exit']}); MOG2 {r['mog2_fps']:.0f} fps",
+            flush=True,
+        )
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(out, indent=1))
 

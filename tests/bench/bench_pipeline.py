@@ -28,12 +28,14 @@ VIDEO = ROOT.parent / "shared" / "data" / "video" / "motorway_320x240.avi"
 def phase(fps, seconds, tmp):
     frames, masks, wport = f"ipc://{tmp}/f{fps}", f"ipc://{tmp}/m{fps}", free_port()
     source = str(VIDEO) if VIDEO.exists() else "synthetic"
-    worker = kdrsdl("worker", "--camera", "bench", "--frames-endpoint", frames, "--masks-endpoint", masks,
-                    "--metrics-port", wport)
+    worker = kdrsdl(
+        "worker", "--camera", "bench", "--frames-endpoint", frames, "--masks-endpoint", masks, "--metrics-port", wport
+    )
     wait_for(lambda: scrape(wport), 30, "worker metrics")
     sub = subscriber(masks, "bench")
-    cap = kdrsdl("capture", "--camera", "bench", "--source", source, "--loop", "--frames-endpoint", frames,
-                 "--fps", fps)
+    cap = kdrsdl(
+        "capture", "--camera", "bench", "--source", source, "--loop", "--frames-endpoint", frames, "--fps", fps
+    )
     lat, samples = [], []
     t0 = time.monotonic()
     next_sample = t0
@@ -44,8 +46,13 @@ def phase(fps, seconds, tmp):
         if time.monotonic() >= next_sample:
             s = scrape(wport)  # None when the endpoint was too busy to answer in 2 s: skip the sample
             if s is not None:
-                samples.append((time.monotonic() - t0, s.get(("process_cpu_seconds_total", frozenset()), 0),
-                                s.get(("process_resident_memory_bytes", frozenset()), 0) / 2**20))
+                samples.append(
+                    (
+                        time.monotonic() - t0,
+                        s.get(("process_cpu_seconds_total", frozenset()), 0),
+                        s.get(("process_resident_memory_bytes", frozenset()), 0) / 2**20,
+                    )
+                )
             next_sample += 5
     elapsed = time.monotonic() - t0
     s = wait_for(lambda: scrape(wport), 30, "the worker's final metrics")
@@ -62,16 +69,22 @@ def main():
     print(f"source: {VIDEO if VIDEO.exists() else 'synthetic (no ../shared)'}, 320 x 240")
     lat, elapsed, samples, s, dropped = phase(30, seconds, tmp)
     p50, p95, p99 = (1000 * np.percentile(lat, q) for q in (50, 95, 99))
-    print(f"30 fps input, {elapsed:.0f} s: {len(lat)} masks ({len(lat) / elapsed:.1f}/s), latency ms "
-          f"p50 {p50:.1f}  p95 {p95:.1f}  p99 {p99:.1f}  max {1000 * lat.max():.1f}; worker drops {dropped:.0f}")
+    print(
+        f"30 fps input, {elapsed:.0f} s: {len(lat)} masks ({len(lat) / elapsed:.1f}/s), latency ms "
+        f"p50 {p50:.1f}  p95 {p95:.1f}  p99 {p99:.1f}  max {1000 * lat.max():.1f}; worker drops {dropped:.0f}"
+    )
     cpu = np.diff([c for _, c, _ in samples]) / np.diff([t for t, _, _ in samples])
     rss = [r for _, _, r in samples]
-    print(f"  worker CPU {100 * np.median(cpu):.0f}% of a core (median); RSS MiB over time: "
-          + " ".join(f"{r:.0f}" for r in rss))
+    print(
+        f"  worker CPU {100 * np.median(cpu):.0f}% of a core (median); RSS MiB over time: "
+        + " ".join(f"{r:.0f}" for r in rss)
+    )
     lat, elapsed, _, s, dropped = phase(0, seconds, tmp)
     processed = metric(s, "kdrsdl_worker_frames_processed_total", camera="bench")
-    print(f"unthrottled, {elapsed:.0f} s: {len(lat) / elapsed:.1f} masks/s received "
-          f"({processed:.0f} processed, {dropped:.0f} dropped by the worker as overload)")
+    print(
+        f"unthrottled, {elapsed:.0f} s: {len(lat) / elapsed:.1f} masks/s received "
+        f"({processed:.0f} processed, {dropped:.0f} dropped by the worker as overload)"
+    )
     cap = cv2.VideoCapture(str(VIDEO)) if VIDEO.exists() else None
     frames = []
     while cap is not None:
@@ -84,7 +97,10 @@ def main():
         t0 = time.perf_counter()
         for f in frames:
             mog2.apply(f)
-        print(f"OpenCV MOG2 on the same {len(frames)} frames, in-process: {len(frames) / (time.perf_counter() - t0):.0f} fps")
+        print(
+            f"OpenCV MOG2 on the same {len(frames)} frames, in-process: "
+            f"{len(frames) / (time.perf_counter() - t0):.0f} fps"
+        )
 
 
 if __name__ == "__main__":

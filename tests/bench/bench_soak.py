@@ -68,15 +68,40 @@ def main():
         sys.exit(f"needs the motorway video at {VIDEO}")
     tmp = tempfile.mkdtemp(prefix="kdrsdl-soak-")
     frames, masks, wport, cport = f"ipc://{tmp}/frames", f"ipc://{tmp}/masks", free_port(), free_port()
-    worker = kdrsdl("worker", "--camera", "soak", "--frames-endpoint", frames, "--masks-endpoint", masks,
-                    "--metrics-port", wport, "--state-dir", tmp, "--checkpoint-interval", 60)
+    worker = kdrsdl(
+        "worker",
+        "--camera",
+        "soak",
+        "--frames-endpoint",
+        frames,
+        "--masks-endpoint",
+        masks,
+        "--metrics-port",
+        wport,
+        "--state-dir",
+        tmp,
+        "--checkpoint-interval",
+        60,
+    )
     wait_for(lambda: scrape(wport), 30, "worker metrics")
     sub = subscriber(masks, "soak")
-    cap = kdrsdl("capture", "--camera", "soak", "--source", VIDEO, "--loop", "--fps", 30,
-                 "--frames-endpoint", frames, "--metrics-port", cport)
+    cap = kdrsdl(
+        "capture",
+        "--camera",
+        "soak",
+        "--source",
+        VIDEO,
+        "--loop",
+        "--fps",
+        30,
+        "--frames-endpoint",
+        frames,
+        "--metrics-port",
+        cport,
+    )
     peer = subprocess.Popen([sys.executable, "-c", MOG2_PEER, str(VIDEO), str(seconds)])
-    samples = []   # (t, worker rss, worker fds, capture rss, capture fds, mog2 rss)
-    lat = []       # (t, latency s)
+    samples = []  # (t, worker rss, worker fds, capture rss, capture fds, mog2 rss)
+    lat = []  # (t, latency s)
     seqs = []
     t0 = time.monotonic()
     next_sample = t0
@@ -89,12 +114,21 @@ def main():
             seqs.append(msg.header["seq"])
         if time.monotonic() >= next_sample:
             next_sample += SAMPLE_S
-            samples.append((now, *proc_stats(worker.pid), *proc_stats(cap.pid),
-                            proc_stats(peer.pid)[0] if peer.poll() is None else np.nan))
+            samples.append(
+                (
+                    now,
+                    *proc_stats(worker.pid),
+                    *proc_stats(cap.pid),
+                    proc_stats(peer.pid)[0] if peer.poll() is None else np.nan,
+                )
+            )
             if len(samples) % 6 == 0:
                 w = samples[-1]
-                print(f"  {now / 60:4.1f} min: worker {w[1]:.0f} MiB {w[2]} fds, capture {w[3]:.0f} MiB "
-                      f"{w[4]} fds, MOG2 peer {w[5]:.0f} MiB, {len(lat)} masks", flush=True)
+                print(
+                    f"  {now / 60:4.1f} min: worker {w[1]:.0f} MiB {w[2]} fds, capture {w[3]:.0f} MiB "
+                    f"{w[4]} fds, MOG2 peer {w[5]:.0f} MiB, {len(lat)} masks",
+                    flush=True,
+                )
     rc_cap, _, err_cap = stop(cap)
     s = wait_for(lambda: scrape(wport), 30, "the worker's final metrics")
     time.sleep(2)  # the last frames in flight
@@ -105,8 +139,10 @@ def main():
     shutil.rmtree(tmp, ignore_errors=True)
     read, sent = sent_from_log(err_cap)
     m = {k: metric(s, f"kdrsdl_worker_frames_{k}_total", camera="soak") for k in ("received", "processed", "lost")}
-    dropped = {r: metric(s, "kdrsdl_worker_frames_dropped_total", camera="soak", reason=r)
-               for r in ("overload", "shutdown", "error")}
+    dropped = {
+        r: metric(s, "kdrsdl_worker_frames_dropped_total", camera="soak", reason=r)
+        for r in ("overload", "shutdown", "error")
+    }
     unexplained = (sent - m["received"] - m["lost"]) + (m["received"] - m["processed"] - sum(dropped.values()))
 
     lat_t, lat_v = np.array(lat).T
@@ -115,18 +151,24 @@ def main():
     for k in range(int(np.ceil(minutes))):
         sel = lat_v[(lat_t >= 60 * k) & (lat_t < 60 * (k + 1))] * 1000
         if len(sel):
-            print(f"                         {k + 1:6d} {len(sel):6d} {np.percentile(sel, 50):4.1f} "
-                  f"{np.percentile(sel, 99):4.1f} {sel.max():5.1f}")
+            print(
+                f"                         {k + 1:6d} {len(sel):6d} {np.percentile(sel, 50):4.1f} "
+                f"{np.percentile(sel, 99):4.1f} {sel.max():5.1f}"
+            )
     t = [x[0] for x in samples]
     for name, col in (("worker", 1), ("capture", 3), ("MOG2 peer", 5)):
         g, base, last = growth([x[col] for x in samples], t)
-        print(f"RSS {name}: {base:.0f} MiB after warm-up -> {last:.0f} MiB in the last minute ({100 * g:+.1f}%); "
-              f"max {np.nanmax([x[col] for x in samples]):.0f} MiB")
+        print(
+            f"RSS {name}: {base:.0f} MiB after warm-up -> {last:.0f} MiB in the last minute ({100 * g:+.1f}%); "
+            f"max {np.nanmax([x[col] for x in samples]):.0f} MiB"
+        )
     for name, col in (("worker", 2), ("capture", 4)):
         fds = [x[col] for x in samples if x[0] >= WARMUP_S]
         print(f"open fds {name}: min {min(fds)} max {max(fds)} after warm-up")
-    print(f"frames: read {read}, sent {sent} (refused {read - sent}), received {m['received']:.0f}, "
-          f"lost {m['lost']:.0f}, processed {m['processed']:.0f}, dropped {dropped}; unexplained {unexplained:.0f}")
+    print(
+        f"frames: read {read}, sent {sent} (refused {read - sent}), received {m['received']:.0f}, "
+        f"lost {m['lost']:.0f}, processed {m['processed']:.0f}, dropped {dropped}; unexplained {unexplained:.0f}"
+    )
     print(f"masks received by the subscriber: {len(seqs)}, sequence gaps {int(np.sum(np.diff(seqs) - 1))}")
 
 

@@ -16,8 +16,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from core import kdrsdl  # noqa: E402
-from core.solver.rpca import rpca_ialm  # noqa: E402
 from core.evaluation.scene import SyntheticScene  # noqa: E402
+from core.solver.rpca import rpca_ialm  # noqa: E402
 
 HIGHWAY = ROOT.parent / "shared" / "data" / "cdnet2014" / "baseline" / "highway"
 
@@ -29,8 +29,14 @@ def highway_frames(n=400, size=(48, 64)):
         cv2 = None
     if cv2 is not None and HIGHWAY.exists():
         first = int((HIGHWAY / "temporalROI.txt").read_text().split()[0])
-        frames = [cv2.resize(cv2.imread(str(HIGHWAY / "input" / f"in{i:06d}.jpg"), cv2.IMREAD_GRAYSCALE),
-                             size[::-1], interpolation=cv2.INTER_AREA) for i in range(first, first + n)]
+        frames = [
+            cv2.resize(
+                cv2.imread(str(HIGHWAY / "input" / f"in{i:06d}.jpg"), cv2.IMREAD_GRAYSCALE),
+                size[::-1],
+                interpolation=cv2.INTER_AREA,
+            )
+            for i in range(first, first + n)
+        ]
         return np.stack(frames).astype(np.float64) / 255, "CDnet highway"
     scene = SyntheticScene(*size)
     return np.stack([scene.frame(t) for t in range(n)]).astype(np.float64), "synthetic (no ../shared)"
@@ -72,8 +78,10 @@ def per_iteration(X, r, reps=5, iters=10, clock=time.perf_counter):
     initialisation, back-off 0) with an unreachable tol, best of ``reps``, on
     ``clock`` (wall time by default)."""
     state = kdrsdl(X, r, mean=True, tol=1e-30, max_iter=3).state
-    return min(_timed(lambda: kdrsdl(X, r, mean=True, tol=1e-30, max_iter=iters, init=state), clock)
-               for _ in range(reps)) / iters
+    return (
+        min(_timed(lambda: kdrsdl(X, r, mean=True, tol=1e-30, max_iter=iters, init=state), clock) for _ in range(reps))
+        / iters
+    )
 
 
 def converge(X, r, reps=2):
@@ -108,11 +116,15 @@ def report(name, X, r, peak):
         t_it = per_iteration(Xd, r)
         gflops = flops / t_it / 1e9
         label = np.dtype(dt).name
-        print(f"  KDRSDL {label}: {t:6.2f} s to converge, {it:3d} iter (converged={conv}), "
-              f"{1000 * t_it:6.1f} ms/iter = {gflops:5.1f} GFLOP/s = {100 * gflops / peak:4.1f}% of the "
-              f"float32 GEMM peak")
-        print(f"  RPCA   {label}: {t_rp:6.2f} s to converge, {it_rp:3d} iter (converged={conv_rp}), "
-              f"{1000 * t_rp / it_rp:6.1f} ms/iter;  RPCA / KDRSDL time = {t_rp / t:4.1f}x")
+        print(
+            f"  KDRSDL {label}: {t:6.2f} s to converge, {it:3d} iter (converged={conv}), "
+            f"{1000 * t_it:6.1f} ms/iter = {gflops:5.1f} GFLOP/s = {100 * gflops / peak:4.1f}% of the "
+            f"float32 GEMM peak"
+        )
+        print(
+            f"  RPCA   {label}: {t_rp:6.2f} s to converge, {it_rp:3d} iter (converged={conv_rp}), "
+            f"{1000 * t_rp / it_rp:6.1f} ms/iter;  RPCA / KDRSDL time = {t_rp / t:4.1f}x"
+        )
 
 
 def main():

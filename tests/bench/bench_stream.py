@@ -26,8 +26,8 @@ import cv2
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
 from core.evaluation.scene import SyntheticScene  # noqa: E402
+from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
 from streamer import peers  # noqa: E402
 
 HIGHWAY = ROOT.parent / "shared" / "data" / "cdnet2014" / "baseline" / "highway"
@@ -36,8 +36,9 @@ PEERS = ("mog2", "knn", "gsoc", "subsense")
 
 def frames(n):
     if HIGHWAY.exists():
-        return "CDnet highway 320x240", [cv2.imread(str(HIGHWAY / "input" / f"in{i:06d}.jpg"), cv2.IMREAD_GRAYSCALE)
-                                         for i in range(1, n + 1)]
+        return "CDnet highway 320x240", [
+            cv2.imread(str(HIGHWAY / "input" / f"in{i:06d}.jpg"), cv2.IMREAD_GRAYSCALE) for i in range(1, n + 1)
+        ]
     scene = SyntheticScene(240, 320)
     return "synthetic scene 320x240", [scene.frame_uint8(t) for t in range(n)]
 
@@ -97,8 +98,11 @@ def main():
     ours = rows["kdrsdl-stream (per-frame path)"]
     for name, fps in rows.items():
         print(f"  {name:32s} {fps:8.0f} fps   {1000 / fps:6.2f} ms/frame   ours / this = {ours / fps:5.2f}")
-    print(f"  refits: {refits} per {video_s:.0f} s of video; their thread's CPU, per round: "
-          + ", ".join(f"{100 * c:.0f}%" for c in cpu_share) + f" of a core per camera at {args.fps:g} fps")
+    print(
+        f"  refits: {refits} per {video_s:.0f} s of video; their thread's CPU, per round: "
+        + ", ".join(f"{100 * c:.0f}%" for c in cpu_share)
+        + f" of a core per camera at {args.fps:g} fps"
+    )
 
 
 if __name__ == "__main__":

@@ -6,11 +6,11 @@ import time
 import cv2
 import numpy as np
 import pytest
-
 from conftest import HIGHWAY, need
-from core.streaming.background import KDRSDLBackgroundSubtractor
+
 from core.evaluation.metrics import Confusion, cdnet_labels, confusion
 from core.evaluation.scene import SyntheticScene
+from core.streaming.background import KDRSDLBackgroundSubtractor
 
 
 def test_synthetic_scene_f_measure_after_first_window():
@@ -62,7 +62,7 @@ def test_background_image_is_the_scene_background():
 
 def test_shape_change_resets_and_bad_frames_raise():
     sub = KDRSDLBackgroundSubtractor()
-    for t in range(5):
+    for _ in range(5):
         sub.apply(np.full((40, 60), 100, np.uint8))
     assert sub.apply(np.full((30, 50), 100, np.uint8)).shape == (30, 50)
     assert sub.n_frames == 1
@@ -96,8 +96,11 @@ def test_highway_beats_mog2_and_knn():
     # Measured: kdrsdl-stream 0.894, MOG2 0.811, KNN 0.831 (`kdrsdl evaluate` also runs both with
     # our post-processing). The margin over KNN is 0.063: the test fails if the model slips below.
     d = need(HIGHWAY)
-    subs = {"ours": KDRSDLBackgroundSubtractor(), "mog2": cv2.createBackgroundSubtractorMOG2(detectShadows=False),
-            "knn": cv2.createBackgroundSubtractorKNN(detectShadows=False)}
+    subs = {
+        "ours": KDRSDLBackgroundSubtractor(),
+        "mog2": cv2.createBackgroundSubtractorMOG2(detectShadows=False),
+        "knn": cv2.createBackgroundSubtractorKNN(detectShadows=False),
+    }
     total = {name: Confusion(0, 0, 0, 0) for name in subs}
     first, last = (int(v) for v in (d / "temporalROI.txt").read_text().split())
     for i in range(1, last + 1):
@@ -164,9 +167,9 @@ def test_checkpoint_restore_refuses_other_settings_and_damage():
     with pytest.raises(ValueError, match="other model settings"):
         KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=5).restore(ckpt)
     damaged = {
-        "state_A": ckpt["state_A"][:-1],           # wrong shape
+        "state_A": ckpt["state_A"][:-1],  # wrong shape
         "state_Lam": ckpt["state_Lam"] * np.nan,  # non-finite dual
-        "window": ckpt["window"][:, :-1],         # frames of another size
+        "window": ckpt["window"][:, :-1],  # frames of another size
         "version": np.int64(99),
     }
     for key, value in damaged.items():
@@ -177,7 +180,8 @@ def test_checkpoint_restore_refuses_other_settings_and_damage():
         assert fresh.apply(scene.frame_uint8(0)).shape == (60, 80)
     with pytest.raises(ValueError, match="incomplete"):
         KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6).restore(
-            {k: v for k, v in ckpt.items() if k != "counters"})
+            {k: v for k, v in ckpt.items() if k != "counters"}
+        )
 
 
 def test_refit_after_the_window_slid_past_the_whole_last_solution():

@@ -157,8 +157,15 @@ def _parked_object_run(backoff):
     for start in range(s, T - N + 1, s):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            res = kdrsdl(X[start:start + N], rank=10, mean=True, lam=lam, tol=1e-5,
-                         init=slide_state(res.state, s), backoff=backoff)
+            res = kdrsdl(
+                X[start : start + N],
+                rank=10,
+                mean=True,
+                lam=lam,
+                tol=1e-5,
+                init=slide_state(res.state, s),
+                backoff=backoff,
+            )
         levels.append(float(np.median(res.L[-1, 10:20, 10:24])))
         iters.append(res.n_iter)
     return np.array(levels), np.array(iters)

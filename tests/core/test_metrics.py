@@ -87,8 +87,12 @@ def test_score_histogram_auc_is_the_pooled_auc_within_one_bin():
 def test_cdnet_average_is_the_mean_of_category_means():
     from core.evaluation.metrics import cdnet_average
 
-    rows = [("baseline", {"f_measure": 0.9}), ("baseline", {"f_measure": 0.7}), ("jitter", {"f_measure": 0.2}),
-            ("jitter", {"f_measure": None})]
+    rows = [
+        ("baseline", {"f_measure": 0.9}),
+        ("baseline", {"f_measure": 0.7}),
+        ("jitter", {"f_measure": 0.2}),
+        ("jitter", {"f_measure": None}),
+    ]
     cats, overall = cdnet_average(rows, keys=("f_measure",))
     assert cats["baseline"] == {"f_measure": pytest.approx(0.8), "n_sequences": 2}
     assert cats["jitter"] == {"f_measure": pytest.approx(0.2), "n_sequences": 2}  # None is left out of the mean

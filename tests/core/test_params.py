@@ -3,9 +3,9 @@
 import dataclasses
 
 import pytest
+from knob_edges import edges
 
 from core.streaming.params import BackgroundParams, knobs
-from knob_edges import edges
 
 
 def test_every_knob_is_declared_with_a_meaning_and_its_default_is_valid():
@@ -33,8 +33,15 @@ def test_bounds_are_enforced_as_declared(name):
 
 
 def test_types_choices_and_none_are_enforced():
-    for name, bad in (("window", 3.0), ("window", True), ("alpha", float("nan")), ("shadow", 1),
-                      ("decision", "median"), ("rank", None), ("k_sigma", "3")):
+    for name, bad in (
+        ("window", 3.0),
+        ("window", True),
+        ("alpha", float("nan")),
+        ("shadow", 1),
+        ("decision", "median"),
+        ("rank", None),
+        ("k_sigma", "3"),
+    ):
         with pytest.raises(ValueError, match=f"^{name} must be"):
             dataclasses.replace(BackgroundParams(), **{name: bad}).validate()
     dataclasses.replace(BackgroundParams(), lam=None, threshold=None).validate()

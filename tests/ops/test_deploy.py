@@ -6,7 +6,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-
 from conftest import ROOT
 from helpers import free_port
 

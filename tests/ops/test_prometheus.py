@@ -8,7 +8,6 @@ import urllib.parse
 import urllib.request
 
 import pytest
-
 from conftest import ROOT
 from helpers import free_port, kdrsdl, scrape, stop, tcp, wait_for
 
@@ -25,8 +24,11 @@ def _need(tool):
 
 def test_promtool_checks_config_rules_and_rule_unit_tests():
     promtool = _need("promtool")
-    for args in (["check", "config", "prometheus.yml"], ["check", "rules", "alerts.yml"],
-                 ["test", "rules", "alerts_test.yml"]):
+    for args in (
+        ["check", "config", "prometheus.yml"],
+        ["check", "rules", "alerts.yml"],
+        ["test", "rules", "alerts_test.yml"],
+    ):
         proc = subprocess.run([promtool, *args], cwd=PROM, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "SUCCESS" in proc.stdout + proc.stderr
@@ -43,11 +45,23 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(tmp_path):
     prometheus = _need("prometheus")
     cport, wport, pport = free_port(), free_port(), free_port()
     frames, masks = tcp(), tcp()
-    worker = kdrsdl("worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks,
-                    "--metrics-port", wport)
+    worker = kdrsdl(
+        "worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks, "--metrics-port", wport
+    )
     wait_for(lambda: scrape(wport), 20, "worker /metrics")
-    capture = kdrsdl("capture", "--camera", "cam1", "--source", "synthetic:160x120", "--frames-endpoint", frames,
-                     "--fps", 30, "--metrics-port", cport)
+    capture = kdrsdl(
+        "capture",
+        "--camera",
+        "cam1",
+        "--source",
+        "synthetic:160x120",
+        "--frames-endpoint",
+        frames,
+        "--fps",
+        30,
+        "--metrics-port",
+        cport,
+    )
     (tmp_path / "prometheus.yml").write_text(f"""
 global: {{scrape_interval: 1s, evaluation_interval: 1s}}
 scrape_configs:
@@ -56,19 +70,29 @@ scrape_configs:
   - job_name: kdrsdl-worker
     static_configs: [{{targets: ["127.0.0.1:{wport}"], labels: {{camera: cam1}}}}]
 """)
-    server = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
-                               f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{pport}"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            prometheus,
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{pport}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         dash = json.loads(DASHBOARD.read_text())
         exprs = [t["expr"].replace("$camera", "cam1") for p in dash["panels"] for t in p["targets"]]
         assert len(exprs) >= 20
         # Wait until the refits have run and several scrapes are in (first scrape ~5 s after start).
-        wait_for(lambda: _safe(lambda: _query(pport, 'kdrsdl_solver_starts_total{camera="cam1",mode="warm"} > 0')),
-                 90, "a warm refit seen by Prometheus")
+        wait_for(
+            lambda: _safe(lambda: _query(pport, 'kdrsdl_solver_starts_total{camera="cam1",mode="warm"} > 0')),
+            90,
+            "a warm refit seen by Prometheus",
+        )
         empty = []
         for expr in exprs:
-            ok = wait_for(lambda: _safe(lambda: _query(pport, expr)), 30, f"data for {expr}")
+            ok = wait_for(lambda e=expr: _safe(lambda: _query(pport, e)), 30, f"data for {expr}")
             if not ok:
                 empty.append(expr)
         assert not empty

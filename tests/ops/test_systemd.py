@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT
 from helpers import kdrsdl, stop, tcp
 
@@ -32,15 +31,20 @@ def unit_dir(tmp_path):
 
 
 def test_units_verify_without_any_warning(unit_dir):
-    proc = subprocess.run(["systemd-analyze", "verify", "kdrsdl-worker@cam1.service", "kdrsdl-capture@cam1.service",
-                           "kdrsdl.target"], cwd=unit_dir, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", "kdrsdl-worker@cam1.service", "kdrsdl-capture@cam1.service", "kdrsdl.target"],
+        cwd=unit_dir,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 
 @pytest.mark.parametrize("unit, bound", [("kdrsdl-worker@cam1.service", 1.1), ("kdrsdl-capture@cam1.service", 1.5)])
 def test_hardening_exposure_level(unit_dir, unit, bound):
-    proc = subprocess.run(["systemd-analyze", "security", "--offline=true", unit], cwd=unit_dir,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", unit], cwd=unit_dir, capture_output=True, text=True
+    )
     m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", proc.stdout + proc.stderr)
     assert m, proc.stdout[-2000:]
     assert float(m.group(1)) <= bound  # the README states these levels ("OK"; 4.0 is the bar)
@@ -52,8 +56,16 @@ def test_ready_then_watchdog_and_watchdog_stops_when_stuck(tmp_path):
     sock.bind(path)
     sock.settimeout(0.5)
     env_extra = {"NOTIFY_SOCKET": path}
-    worker = kdrsdl("worker", "--camera", "cam1", "--frames-endpoint", tcp(), "--masks-endpoint", tcp(),
-                    env=dict(os.environ, OPENBLAS_NUM_THREADS="1", **env_extra))
+    worker = kdrsdl(
+        "worker",
+        "--camera",
+        "cam1",
+        "--frames-endpoint",
+        tcp(),
+        "--masks-endpoint",
+        tcp(),
+        env=dict(os.environ, OPENBLAS_NUM_THREADS="1", **env_extra),
+    )
 
     def next_message(timeout):
         end = time.monotonic() + timeout

@@ -9,9 +9,10 @@ from streamer.protocol import ProtocolError, decode, encode
 
 FIELDS = ("v", "camera", "epoch", "seq", "t_capture_ns", "shape", "dtype", "encoding")
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False) | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=8)
+    max_leaves=8,
+)
 
 
 def valid(kind, camera, epoch, seq, shape=(6, 8)):
@@ -26,8 +27,9 @@ def mutated(draw, kind, camera):
     h_, w_ = draw(st.integers(1, 12)), draw(st.integers(1, 12))
     parts = valid(kind, camera, "fuzz-epoch", draw(st.integers(0, 10**6)), (h_, w_))
     header = json.loads(parts[1])
-    how = draw(st.sampled_from(["field", "drop_field", "header_json", "header_bytes", "payload", "topic",
-                                "parts", "flip"]))
+    how = draw(
+        st.sampled_from(["field", "drop_field", "header_json", "header_bytes", "payload", "topic", "parts", "flip"])
+    )
     if how == "field":
         header[draw(st.sampled_from(FIELDS))] = draw(json_values)
         parts[1] = json.dumps(header).encode()
@@ -42,7 +44,8 @@ def mutated(draw, kind, camera):
         parts[2] = draw(st.binary(max_size=2 * h_ * w_ + 2))
     elif how == "topic":
         parts[0] = draw(st.sampled_from([f"{kind}/{camera}/".encode(), f"{kind}/".encode(), b""])) + draw(
-            st.binary(max_size=12))
+            st.binary(max_size=12)
+        )
     elif how == "parts":
         parts = draw(st.sampled_from([parts[:1], parts[:2], parts + [b""], parts + parts]))
     else:

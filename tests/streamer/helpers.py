@@ -30,8 +30,13 @@ def tcp():
 def kdrsdl(*args, env=None, **kw):
     """Start ``python -m streamer ARGS`` as a real process (stderr captured)."""
     env = dict(env or os.environ, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "streamer", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "streamer", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        **kw,
+    )
 
 
 def wait_for(cond, timeout, what):
@@ -114,8 +119,17 @@ def system_gi_python():
     py = shutil.which("python3", path="/usr/bin")
     if not py:
         return None
-    ok = subprocess.run([py, "-c", "import gi; gi.require_version('GstRtspServer', '1.0'); "
-                         "from gi.repository import GstRtspServer"], capture_output=True).returncode == 0
+    ok = (
+        subprocess.run(
+            [
+                py,
+                "-c",
+                "import gi; gi.require_version('GstRtspServer', '1.0'); from gi.repository import GstRtspServer",
+            ],
+            capture_output=True,
+        ).returncode
+        == 0
+    )
     return py if ok else None
 
 
@@ -126,8 +140,10 @@ def rtsp_server(source, port=0):
     """
     py = system_gi_python()
     if py is None:
-        pytest.skip("gst-rtsp-server is not installed (Debian: gir1.2-gst-rtsp-server-1.0 python3-gi "
-                    "gstreamer1.0-plugins-base/good/ugly gstreamer1.0-libav)")
+        pytest.skip(
+            "gst-rtsp-server is not installed (Debian: gir1.2-gst-rtsp-server-1.0 python3-gi "
+            "gstreamer1.0-plugins-base/good/ugly gstreamer1.0-libav)"
+        )
     proc = subprocess.Popen([py, RTSP_SERVER, str(source), str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     line = proc.stdout.readline()
     if not line:

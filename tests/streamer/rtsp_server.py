@@ -20,7 +20,10 @@ if src == "testsrc":
     head = "videotestsrc is-live=true pattern=ball ! video/x-raw,width=320,height=240,framerate=25/1"
 else:
     head = f"filesrc location={src} ! decodebin ! videoconvert ! videorate ! video/x-raw,framerate=25/1"
-launch = f"( {head} ! videoconvert ! x264enc tune=zerolatency speed-preset=ultrafast key-int-max=25 ! rtph264pay name=pay0 pt=96 )"
+launch = (
+    f"( {head} ! videoconvert ! x264enc tune=zerolatency speed-preset=ultrafast key-int-max=25"
+    " ! rtph264pay name=pay0 pt=96 )"
+)
 server = GstRtspServer.RTSPServer()
 server.set_address("127.0.0.1")
 server.set_service(sys.argv[2] if len(sys.argv) > 2 else "0")

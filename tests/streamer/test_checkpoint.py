@@ -6,21 +6,36 @@ import signal
 import time
 
 import numpy as np
-
 from helpers import free_port, kdrsdl, metric, receive, scrape, stop, subscriber, tcp, wait_for
+
 from streamer import checkpoint
 
 
 def _worker(frames, masks, port, state_dir, *extra):
-    proc = kdrsdl("worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks,
-                  "--metrics-port", port, "--state-dir", state_dir, "--checkpoint-interval", 1, *extra)
+    proc = kdrsdl(
+        "worker",
+        "--camera",
+        "cam1",
+        "--frames-endpoint",
+        frames,
+        "--masks-endpoint",
+        masks,
+        "--metrics-port",
+        port,
+        "--state-dir",
+        state_dir,
+        "--checkpoint-interval",
+        1,
+        *extra,
+    )
     wait_for(lambda: scrape(port), 20, "the worker's /metrics")
     return proc
 
 
 def _capture(frames, fps=60):
-    return kdrsdl("capture", "--camera", "cam1", "--source", "synthetic:160x120", "--frames-endpoint", frames,
-                  "--fps", fps)
+    return kdrsdl(
+        "capture", "--camera", "cam1", "--source", "synthetic:160x120", "--frames-endpoint", frames, "--fps", fps
+    )
 
 
 def test_kill_9_worker_resumes_warm_from_its_checkpoint(tmp_path):
@@ -30,11 +45,19 @@ def test_kill_9_worker_resumes_warm_from_its_checkpoint(tmp_path):
     cap = _capture(frames)
     try:
         # past the first full window (30 x stride 8 = 240 frames) and a warm refit, then a checkpoint of that
-        wait_for(lambda: metric(scrape(port), "kdrsdl_solver_starts_total", camera="cam1", mode="warm") >= 1,
-                 60, "a warm refit")
+        wait_for(
+            lambda: metric(scrape(port), "kdrsdl_solver_starts_total", camera="cam1", mode="warm") >= 1,
+            60,
+            "a warm refit",
+        )
         warm_at = metric(scrape(port), "kdrsdl_worker_checkpoint_writes_total", camera="cam1", result="ok")
-        wait_for(lambda: metric(scrape(port), "kdrsdl_worker_checkpoint_writes_total", camera="cam1",
-                                result="ok") >= warm_at + 2, 20, "a checkpoint after the warm refit")
+        wait_for(
+            lambda: (
+                metric(scrape(port), "kdrsdl_worker_checkpoint_writes_total", camera="cam1", result="ok") >= warm_at + 2
+            ),
+            20,
+            "a checkpoint after the warm refit",
+        )
         before = wait_for(lambda: receive(sub, 0.5), 10, "a mask before the kill")
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=10)
@@ -45,8 +68,21 @@ def test_kill_9_worker_resumes_warm_from_its_checkpoint(tmp_path):
             pass
 
         t0 = time.monotonic()
-        worker = kdrsdl("worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks,
-                        "--metrics-port", port, "--state-dir", tmp_path, "--checkpoint-interval", 1)
+        worker = kdrsdl(
+            "worker",
+            "--camera",
+            "cam1",
+            "--frames-endpoint",
+            frames,
+            "--masks-endpoint",
+            masks,
+            "--metrics-port",
+            port,
+            "--state-dir",
+            tmp_path,
+            "--checkpoint-interval",
+            1,
+        )
         after = wait_for(lambda: receive(sub, 0.2), 15, "a mask from the restarted worker")
         took = time.monotonic() - t0
         print(f"first mask {took:.2f} s after the restart")
@@ -57,8 +93,11 @@ def test_kill_9_worker_resumes_warm_from_its_checkpoint(tmp_path):
         s = scrape(port)
         assert metric(s, "kdrsdl_worker_checkpoint_restores_total", camera="cam1", result="warm") == 1
         # its next refit is warm (a cold start would need 2, 4, 8, 16, 30 frames first)
-        wait_for(lambda: metric(scrape(port), "kdrsdl_solver_starts_total", camera="cam1", mode="warm") >= 1,
-                 30, "a warm refit after the restore")
+        wait_for(
+            lambda: metric(scrape(port), "kdrsdl_solver_starts_total", camera="cam1", mode="warm") >= 1,
+            30,
+            "a warm refit after the restore",
+        )
         s = scrape(port)
         assert metric(s, "kdrsdl_solver_starts_total", camera="cam1", mode="cold") == 0
         # frames sent while it was down are counted lost (the sequence position was restored), not silently gone
@@ -82,8 +121,11 @@ def test_corrupt_or_mismatched_checkpoint_is_ignored_with_a_log_line(tmp_path):
     worker = _worker(frames, masks, port, tmp_path)
     cap = _capture(frames, fps=100)
     try:
-        wait_for(lambda: metric(scrape(port), "kdrsdl_worker_checkpoint_writes_total", camera="cam1",
-                                result="ok") >= 1, 30, "a checkpoint written over the corrupt one")
+        wait_for(
+            lambda: metric(scrape(port), "kdrsdl_worker_checkpoint_writes_total", camera="cam1", result="ok") >= 1,
+            30,
+            "a checkpoint written over the corrupt one",
+        )
         s = scrape(port)
         assert metric(s, "kdrsdl_worker_checkpoint_restores_total", camera="cam1", result="corrupt") == 1
         assert metric(s, "kdrsdl_worker_frames_processed_total", camera="cam1") > 0
@@ -95,8 +137,11 @@ def test_corrupt_or_mismatched_checkpoint_is_ignored_with_a_log_line(tmp_path):
     # other model settings: the checkpoint does not fit and is ignored, not half-used
     worker = _worker(frames, masks, port, tmp_path, "--rank", 7)
     try:
-        wait_for(lambda: metric(scrape(port), "kdrsdl_worker_frames_processed_total", camera="cam1") > 0,
-                 30, "frames processed after a mismatched checkpoint")
+        wait_for(
+            lambda: metric(scrape(port), "kdrsdl_worker_frames_processed_total", camera="cam1") > 0,
+            30,
+            "frames processed after a mismatched checkpoint",
+        )
         s = scrape(port)
         assert metric(s, "kdrsdl_worker_checkpoint_restores_total", camera="cam1", result="mismatch") == 1
         assert metric(s, "kdrsdl_worker_checkpoint_restores_total", camera="cam1", result="warm") == 0

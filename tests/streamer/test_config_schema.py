@@ -1,10 +1,10 @@
 """The [model] table of the configuration comes from the model's one declaration of its knobs."""
 
 import pytest
+from knob_edges import edges
 
 from core.streaming.params import BackgroundParams, knobs
 from streamer.config import MODEL_KNOBS_NOT_CONFIGURED, ConfigError, ModelConfig, load
-from knob_edges import edges
 
 
 def test_model_table_has_every_knob_with_the_models_default():

@@ -8,8 +8,8 @@ import sys
 import cv2
 import numpy as np
 import pytest
-
 from conftest import HIGHWAY, need
+
 from core.evaluation.metrics import cdnet_labels, confusion
 from core.evaluation.scene import SyntheticScene
 from streamer.evaluate import evaluate as run_evaluate
@@ -19,8 +19,13 @@ def evaluate(*args, timeout=900, pythonpath=None):
     env = {"OPENBLAS_NUM_THREADS": "2", "PATH": "/usr/bin:/bin"}
     if pythonpath:
         env["PYTHONPATH"] = str(pythonpath)
-    return subprocess.run([sys.executable, "-m", "streamer", "evaluate", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "streamer", "evaluate", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def make_sequence(root, seed, frames=120, roi=(41, 120), warmup_gt=True, shape=(60, 80)):
@@ -119,8 +124,16 @@ def test_cli_tree_with_report_json_and_an_unavailable_peer(tree, tmp_path):
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('pybgs is absent here')\n")
     out = tmp_path / "r.json"
-    proc = evaluate(tree, "--methods", "mog2,subsense,kdrsdl-stream", "--json", out, "--report", tmp_path / "rep",
-                    pythonpath=fake.parent)
+    proc = evaluate(
+        tree,
+        "--methods",
+        "mog2,subsense,kdrsdl-stream",
+        "--json",
+        out,
+        "--report",
+        tmp_path / "rep",
+        pythonpath=fake.parent,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(out.read_text())
     assert set(res["sequences"]) == {"baseline/a", "baseline/b", "jitter/c"}
@@ -130,7 +143,9 @@ def test_cli_tree_with_report_json_and_an_unavailable_peer(tree, tmp_path):
     assert "| baseline/a |" in md and "**overall (CDnet mean)**" in md
     for stem in ("baseline_a", "baseline_b", "jitter_c"):
         sheet = cv2.imread(str(tmp_path / "rep" / f"{stem}_contact_sheet.png"))
-        assert sheet is not None and sheet.shape[0] == 4 * 60  # 4 sampled frames; tiles at most 160 px high, never enlarged
+        assert (
+            sheet is not None and sheet.shape[0] == 4 * 60
+        )  # 4 sampled frames; tiles at most 160 px high, never enlarged
         assert cv2.imread(str(tmp_path / "rep" / f"{stem}_curves.png")) is not None
 
 

@@ -9,11 +9,11 @@ import time
 
 import pytest
 import zmq
+from fuzz_messages import accepted, hostile, valid
+from helpers import free_port, kdrsdl, metric, receive, scrape, stop, subscriber, tcp, wait_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzz_messages import accepted, hostile, valid
-from helpers import free_port, kdrsdl, metric, receive, scrape, stop, subscriber, tcp, wait_for
 from streamer.config import ConfigError, load
 from streamer.protocol import ProtocolError, decode
 
@@ -24,8 +24,9 @@ REASONS = ("parts", "topic", "header", "version", "field", "camera", "shape", "d
 @pytest.fixture(scope="module")
 def fuzzed_worker():
     frames, masks, port = tcp(), tcp(), free_port()
-    proc = kdrsdl("worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks,
-                  "--metrics-port", port)
+    proc = kdrsdl(
+        "worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks, "--metrics-port", port
+    )
     wait_for(lambda: scrape(port), 20, "the worker's /metrics")
     ctx = zmq.Context.instance()
     push = ctx.socket(zmq.PUSH)
@@ -133,12 +134,38 @@ def test_subscriber_survives_hostile_masks(fuzzed_subscriber, batch):
     assert box["proc"].poll() is None
 
 
-toml_keys = st.sampled_from(["camera", "capture.source", "capture.fps", "capture.width", "capture.loop",
-                             "worker.backlog", "worker.max_side", "worker.state_dir", "worker.checkpoint_interval_s",
-                             "model.window", "model.rank", "model.lam", "model.threshold", "model.min_threshold",
-                             "model.frame_model", "model.open_size", "subscribe.count", "nosuch.key", "model.nosuch"])
-toml_values = st.one_of(st.integers(-10**20, 10**20), st.floats(), st.booleans(), st.text(max_size=12),
-                        st.lists(st.integers(), max_size=3), st.just("inf"), st.just("nan"))
+toml_keys = st.sampled_from(
+    [
+        "camera",
+        "capture.source",
+        "capture.fps",
+        "capture.width",
+        "capture.loop",
+        "worker.backlog",
+        "worker.max_side",
+        "worker.state_dir",
+        "worker.checkpoint_interval_s",
+        "model.window",
+        "model.rank",
+        "model.lam",
+        "model.threshold",
+        "model.min_threshold",
+        "model.frame_model",
+        "model.open_size",
+        "subscribe.count",
+        "nosuch.key",
+        "model.nosuch",
+    ]
+)
+toml_values = st.one_of(
+    st.integers(-(10**20), 10**20),
+    st.floats(),
+    st.booleans(),
+    st.text(max_size=12),
+    st.lists(st.integers(), max_size=3),
+    st.just("inf"),
+    st.just("nan"),
+)
 
 
 def _toml_value(v):
@@ -179,6 +206,10 @@ def test_non_finite_config_values_exit_78_through_the_cli(tmp_path):
     for text in ("[model]\nlam = inf\n", "[model]\nalpha = nan\n", "[worker]\ncheckpoint_interval_s = inf\n"):
         path = tmp_path / "c.toml"
         path.write_text(text)
-        proc = subprocess.run([sys.executable, "-m", "streamer", "worker", "--config", str(path)],
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "streamer", "worker", "--config", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 78 and proc.stderr.count("\n") == 1, (text, proc.stderr)

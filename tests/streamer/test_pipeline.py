@@ -8,18 +8,30 @@ import time
 import numpy as np
 import pytest
 import zmq
-
 from conftest import MOTORWAY, need
-from helpers import (free_port, kdrsdl, metric, receive, rtsp_server, scrape, sent_from_log, stop, subscriber, tcp,
-                     wait_for)
+from helpers import (
+    free_port,
+    kdrsdl,
+    metric,
+    receive,
+    rtsp_server,
+    scrape,
+    sent_from_log,
+    stop,
+    subscriber,
+    tcp,
+    wait_for,
+)
+
 from streamer.protocol import encode
 
 
 @pytest.fixture
 def worker():
     frames, masks, port = tcp(), tcp(), free_port()
-    proc = kdrsdl("worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks,
-                  "--metrics-port", port)
+    proc = kdrsdl(
+        "worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks, "--metrics-port", port
+    )
     wait_for(lambda: scrape(port), 20, "the worker's /metrics")
     yield frames, masks, port, proc
     rc, _, err = stop(proc)
@@ -39,8 +51,19 @@ def _drain(sub, until, timeout):
 def test_every_frame_sent_gets_one_mask_or_a_counted_drop(worker):
     frames, masks_ep, port, _ = worker
     sub = subscriber(masks_ep, "cam1")
-    cap = kdrsdl("capture", "--camera", "cam1", "--source", "synthetic:160x120", "--frames-endpoint", frames,
-                 "--fps", 60, "--max-frames", 150)
+    cap = kdrsdl(
+        "capture",
+        "--camera",
+        "cam1",
+        "--source",
+        "synthetic:160x120",
+        "--frames-endpoint",
+        frames,
+        "--fps",
+        60,
+        "--max-frames",
+        150,
+    )
     cap.wait(timeout=60)
     rc, _, err = stop(cap)
     assert rc == 0, err
@@ -50,7 +73,8 @@ def test_every_frame_sent_gets_one_mask_or_a_counted_drop(worker):
     def settled():
         s = scrape(port)
         done = metric(s, "kdrsdl_worker_frames_processed_total", camera="cam1") + metric(
-            s, "kdrsdl_worker_frames_dropped_total", camera="cam1", reason="overload")
+            s, "kdrsdl_worker_frames_dropped_total", camera="cam1", reason="overload"
+        )
         return s if done + metric(s, "kdrsdl_worker_frames_lost_total", camera="cam1") == sent else None
 
     s = wait_for(settled, 30, "the worker to account for every frame")
@@ -81,7 +105,10 @@ def test_malformed_messages_are_counted_and_later_frames_still_processed(worker)
     push.setsockopt(zmq.LINGER, 0)
     push.connect(frames)
     img = np.full((48, 64), 128, np.uint8)
-    good = lambda seq: [bytes(p) for p in encode("frame", "cam1", "ep", seq, time.time_ns(), img)]
+
+    def good(seq):
+        return [bytes(p) for p in encode("frame", "cam1", "ep", seq, time.time_ns(), img)]
+
     bad = {
         "parts": [b"frame/cam1/", b"{}"],
         "header": [b"frame/cam1/", b"not json", b"x"],
@@ -91,7 +118,7 @@ def test_malformed_messages_are_counted_and_later_frames_still_processed(worker)
     }
     expected_frame_seqs = []
     seq = 0
-    for reason, parts in list(bad.items()) + [("end", None)]:
+    for _reason, parts in list(bad.items()) + [("end", None)]:
         push.send_multipart(good(seq))
         msg = wait_for(lambda: receive(sub, 0.2), 20, f"the mask of frame {seq}")
         assert msg.header["frame_seq"] == seq
@@ -142,9 +169,14 @@ def test_file_source_real_motorway_video_end_to_end(worker):
 
     def settled():
         s = scrape(port)
-        done = sum(metric(s, n, camera="cam1", **kw) for n, kw in (
-            ("kdrsdl_worker_frames_processed_total", {}), ("kdrsdl_worker_frames_dropped_total", {"reason": "overload"}),
-            ("kdrsdl_worker_frames_lost_total", {})))
+        done = sum(
+            metric(s, n, camera="cam1", **kw)
+            for n, kw in (
+                ("kdrsdl_worker_frames_processed_total", {}),
+                ("kdrsdl_worker_frames_dropped_total", {"reason": "overload"}),
+                ("kdrsdl_worker_frames_lost_total", {}),
+            )
+        )
         return s if done == sent else None
 
     s = wait_for(settled, 60, "every frame accounted for")
@@ -162,8 +194,17 @@ def test_rtsp_stream_from_a_real_server(worker):
     try:
         frames, masks_ep, mport, _ = worker
         sub = subscriber(masks_ep, "cam1")
-        cap = kdrsdl("capture", "--camera", "cam1", "--source", f"rtsp://127.0.0.1:{port}/test",
-                     "--frames-endpoint", frames, "--max-frames", 100)
+        cap = kdrsdl(
+            "capture",
+            "--camera",
+            "cam1",
+            "--source",
+            f"rtsp://127.0.0.1:{port}/test",
+            "--frames-endpoint",
+            frames,
+            "--max-frames",
+            100,
+        )
         got = _drain(sub, 60, 60)
         assert len(got) >= 60
         assert got[-1].header["shape"] == [240, 320]
@@ -177,9 +218,25 @@ def test_rtsp_stream_from_a_real_server(worker):
 
 def test_run_command_first_look(tmp_path):
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "streamer", "run", "--max-frames", "120", "--fps", "60",
-                           "--source", "synthetic:160x120", "--output", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamer",
+            "run",
+            "--max-frames",
+            "120",
+            "--fps",
+            "60",
+            "--source",
+            "synthetic:160x120",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["masks"] >= 100 and summary["exit_codes"] == {"capture": 0, "worker": 0}
@@ -190,13 +247,29 @@ def test_run_command_first_look(tmp_path):
 def test_restarted_subscriber_misses_only_what_it_was_away_for(worker):
     frames, masks_ep, port, _ = worker
     first = subscriber(masks_ep, "cam1")
-    cap = kdrsdl("capture", "--camera", "cam1", "--source", "synthetic:160x120", "--frames-endpoint", frames,
-                 "--fps", 50, "--max-frames", 300)
+    cap = kdrsdl(
+        "capture",
+        "--camera",
+        "cam1",
+        "--source",
+        "synthetic:160x120",
+        "--frames-endpoint",
+        frames,
+        "--fps",
+        50,
+        "--max-frames",
+        300,
+    )
     try:
         before = _drain(first, 40, 30)
         first.close()  # the subscriber goes away mid-stream ...
-        wait_for(lambda: metric(scrape(port), "kdrsdl_masks_published_total", camera="cam1") >= before[-1].header["seq"] + 30,
-                 30, "masks published while no subscriber listens")
+        wait_for(
+            lambda: (
+                metric(scrape(port), "kdrsdl_masks_published_total", camera="cam1") >= before[-1].header["seq"] + 30
+            ),
+            30,
+            "masks published while no subscriber listens",
+        )
         second = subscriber(masks_ep, "cam1")  # ... and comes back
         after = _drain(second, 60, 30)
         second.close()

@@ -19,8 +19,17 @@ def test_round_trip_keeps_pixels_and_header():
     msg = decode([bytes(p) for p in parts], "frame")
     assert np.array_equal(msg.image, img)
     h = msg.header
-    assert (h["v"], h["camera"], h["epoch"], h["seq"], h["t_capture_ns"], h["shape"], h["dtype"], h["encoding"],
-            h["frame_index"]) == (1, "cam1", "e1", 7, 123, [4, 6], "uint8", "raw", 9)
+    assert (
+        h["v"],
+        h["camera"],
+        h["epoch"],
+        h["seq"],
+        h["t_capture_ns"],
+        h["shape"],
+        h["dtype"],
+        h["encoding"],
+        h["frame_index"],
+    ) == (1, "cam1", "e1", 7, 123, [4, 6], "uint8", "raw", 9)
 
 
 def _mutated(**header_changes):
@@ -31,23 +40,26 @@ def _mutated(**header_changes):
     return parts
 
 
-@pytest.mark.parametrize("parts, reason", [
-    ([b"frame/cam1/", b"{}"], "parts"),
-    ([b"mask/cam1/", *_mutated()[1:]], "topic"),
-    ([b"frame/cam1/", b"\xff\xfe", b""], "header"),
-    ([b"frame/cam1/", b"[1, 2]", b""], "header"),
-    ([b"frame/cam1/", b"x" * 20000, b""], "header"),
-    (_mutated(v=2), "version"),
-    (_mutated(seq="7"), "field"),
-    (_mutated(seq=-1), "field"),
-    (_mutated(camera="cam2"), "camera"),
-    (_mutated(shape=[4, 6, 1]), "shape"),
-    (_mutated(shape=[100000, 100000]), "shape"),
-    (_mutated(shape=[0, 6]), "shape"),
-    (_mutated(dtype="float64"), "dtype"),
-    (_mutated(encoding="png"), "encoding"),
-    (_mutated(shape=[5, 6]), "size"),
-])
+@pytest.mark.parametrize(
+    "parts, reason",
+    [
+        ([b"frame/cam1/", b"{}"], "parts"),
+        ([b"mask/cam1/", *_mutated()[1:]], "topic"),
+        ([b"frame/cam1/", b"\xff\xfe", b""], "header"),
+        ([b"frame/cam1/", b"[1, 2]", b""], "header"),
+        ([b"frame/cam1/", b"x" * 20000, b""], "header"),
+        (_mutated(v=2), "version"),
+        (_mutated(seq="7"), "field"),
+        (_mutated(seq=-1), "field"),
+        (_mutated(camera="cam2"), "camera"),
+        (_mutated(shape=[4, 6, 1]), "shape"),
+        (_mutated(shape=[100000, 100000]), "shape"),
+        (_mutated(shape=[0, 6]), "shape"),
+        (_mutated(dtype="float64"), "dtype"),
+        (_mutated(encoding="png"), "encoding"),
+        (_mutated(shape=[5, 6]), "size"),
+    ],
+)
 def test_malformed_messages_are_rejected_with_reason(parts, reason):
     with pytest.raises(ProtocolError) as info:
         decode(parts, "frame")
@@ -60,9 +72,9 @@ def test_sequence_tracker_counts_gaps_within_an_epoch_and_restarts_across():
     t = SequenceTracker()
     assert t.update("a", 0) == (0, False)
     assert t.update("a", 1) == (0, False)
-    assert t.update("a", 5) == (3, False)       # 2, 3, 4 lost
-    assert t.update("a", 4) == (-2, False)      # old: rejected by the caller, position kept
+    assert t.update("a", 5) == (3, False)  # 2, 3, 4 lost
+    assert t.update("a", 4) == (-2, False)  # old: rejected by the caller, position kept
     assert t.update("a", 6) == (0, False)
-    assert t.update("b", 0) == (0, True)        # a new epoch is a restart, not 7 losses
+    assert t.update("b", 0) == (0, True)  # a new epoch is a restart, not 7 losses
     fresh = SequenceTracker()
     assert fresh.update("c", 10) == (10, False)  # joining late: the first 10 were lost

@@ -8,8 +8,9 @@ from helpers import free_port, kdrsdl, metric, receive, rtsp_server, scrape, sto
 
 def _pipeline(url):
     frames, masks, wport, cport = tcp(), tcp(), free_port(), free_port()
-    worker = kdrsdl("worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks,
-                    "--metrics-port", wport)
+    worker = kdrsdl(
+        "worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks, "--metrics-port", wport
+    )
     wait_for(lambda: scrape(wport), 20, "the worker's /metrics")
     sub = subscriber(masks, "cam1")
     cap = kdrsdl("capture", "--camera", "cam1", "--source", url, "--frames-endpoint", frames, "--metrics-port", cport)
@@ -34,7 +35,9 @@ def test_rtsp_server_killed_and_restarted_reconnects_within_5_s():
         server.kill()
         server.wait()
         t_kill = time.monotonic()
-        wait_for(lambda: _capture_metric(cport, "kdrsdl_capture_connected") == 0, 5, "the capture to see the server gone")
+        wait_for(
+            lambda: _capture_metric(cport, "kdrsdl_capture_connected") == 0, 5, "the capture to see the server gone"
+        )
         _drain(sub)
         time.sleep(max(0.0, t_kill + 3 - time.monotonic()))  # the server is away for 3 s
         server, _ = rtsp_server("testsrc", port)
@@ -66,8 +69,11 @@ def test_rtsp_server_frozen_is_detected_within_5_s_and_never_hangs_the_capture()
         print(f"stall detected after {time.monotonic() - t_stop:.2f} s")
         # it keeps trying (each open is bounded by the 3 s open timeout) and keeps answering /metrics
         attempts = _capture_metric(cport, "kdrsdl_capture_reconnects_total")
-        wait_for(lambda: _capture_metric(cport, "kdrsdl_capture_reconnects_total") > attempts, 12,
-                 "another reopen attempt while the server is frozen")
+        wait_for(
+            lambda: _capture_metric(cport, "kdrsdl_capture_reconnects_total") > attempts,
+            12,
+            "another reopen attempt while the server is frozen",
+        )
         server.send_signal(signal.SIGCONT)
         _drain(sub)
         t_cont = time.monotonic()

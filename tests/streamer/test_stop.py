@@ -6,10 +6,10 @@ import signal
 import time
 
 import numpy as np
+from helpers import free_port, kdrsdl, metric, scrape, stop, wait_for
 
 from core.streaming.background import KDRSDLBackgroundSubtractor
 from core.streaming.params import BackgroundParams
-from helpers import free_port, kdrsdl, metric, scrape, stop, wait_for
 from streamer import checkpoint
 
 
@@ -20,17 +20,34 @@ def test_sigterm_during_a_cold_refit_at_720p_stops_within_5_s_and_the_checkpoint
     # the full window, starts at the next frame: 30 SVDs of 720 x 1280 and up to 90 iterations,
     # measured at about half a minute. The stop lands inside it.
     cfg = tmp_path / "cam.toml"
-    cfg.write_text(f'camera = "hd"\n[model]\nprocessing_side = 0\nwindow_stride = 1\nrank = 100\n'
-                   f'[worker]\nstate_dir = "{tmp_path}"\n')
+    cfg.write_text(
+        f'camera = "hd"\n[model]\nprocessing_side = 0\nwindow_stride = 1\nrank = 100\n'
+        f'[worker]\nstate_dir = "{tmp_path}"\n'
+    )
     port = free_port()
     frames = f"ipc://{tmp_path}/frames"
-    worker = kdrsdl("worker", "--config", cfg, "--frames-endpoint", frames, "--masks-endpoint",
-                    f"ipc://{tmp_path}/masks", "--metrics-port", port)
-    capture = kdrsdl("capture", "--config", cfg, "--source", "synthetic:1280x720", "--fps", 15,
-                     "--frames-endpoint", frames)
+    worker = kdrsdl(
+        "worker",
+        "--config",
+        cfg,
+        "--frames-endpoint",
+        frames,
+        "--masks-endpoint",
+        f"ipc://{tmp_path}/masks",
+        "--metrics-port",
+        port,
+    )
+    capture = kdrsdl(
+        "capture", "--config", cfg, "--source", "synthetic:1280x720", "--fps", 15, "--frames-endpoint", frames
+    )
     try:
-        wait_for(lambda: (lambda s: s and metric(s, "kdrsdl_solver_starts_total", camera="hd", mode="cold") >= 1)(
-            scrape(port)), 120, "the first cold refit installed")
+        wait_for(
+            lambda: (lambda s: s and metric(s, "kdrsdl_solver_starts_total", camera="hd", mode="cold") >= 1)(
+                scrape(port)
+            ),
+            120,
+            "the first cold refit installed",
+        )
         time.sleep(1.0)  # the full window's cold refit has started
         stop(capture)
         t0 = time.monotonic()
