@@ -117,6 +117,57 @@ masks_published = Counter("kdrsdl_masks_published_total", "Masks published", L)
 mask_fg_ratio = Gauge("kdrsdl_mask_foreground_ratio", "Foreground fraction of the last mask", L)
 
 
+#: Every label value each labelled series takes: created at 0 by :func:`serve`, and the only
+#: values the code increments (:class:`WorkerMetrics` binds them by these names).
+CAPTURE_DROP_REASONS = ("hwm",)
+WORKER_DROP_REASONS = ("overload", "shutdown", "error")
+SOLVER_MODES = ("warm", "cold")
+CHECKPOINT_WRITE_RESULTS = ("ok", "error")
+CHECKPOINT_RESTORE_RESULTS = ("warm", "window", "corrupt", "mismatch")
+SOCKETS = ("frames", "masks")
+#: :class:`streamer.protocol.ProtocolError` reasons, and "seq" for a repeated or old sequence number.
+REJECT_REASONS = ("parts", "topic", "header", "version", "field", "camera", "shape", "dtype", "encoding", "size", "seq")
+
+
+class WorkerMetrics:
+    """The worker's series, bound to one camera (label values from the tuples above).
+
+    Parameters
+    ----------
+    camera : str
+    """
+
+    def __init__(self, camera):
+        self.received = worker_received.labels(camera)
+        self.processed = worker_processed.labels(camera)
+        self.lost = worker_lost.labels(camera)
+        self.backlog = worker_backlog.labels(camera)
+        self.last_progress = worker_last_progress.labels(camera)
+        self.restarts_seen = worker_restarts_seen.labels(camera)
+        self.end_to_end = end_to_end.labels(camera)
+        self.solve_duration = solve_duration.labels(camera)
+        self.refit_duration = refit_duration.labels(camera)
+        self.iterations = solver_iterations.labels(camera)
+        self.residual = solver_residual.labels(camera)
+        self.rank = solver_rank.labels(camera)
+        self.not_converged = solver_not_converged.labels(camera)
+        self.resets = solver_resets.labels(camera)
+        self.masks_published = masks_published.labels(camera)
+        self.fg_ratio = mask_fg_ratio.labels(camera)
+        self.dropped = {r: worker_dropped.labels(camera, r) for r in WORKER_DROP_REASONS}
+        self.starts = {m: solver_starts.labels(camera, m) for m in SOLVER_MODES}
+        self.checkpoint_writes = {r: checkpoint_writes.labels(camera, r) for r in CHECKPOINT_WRITE_RESULTS}
+        self.checkpoint_restores = {r: checkpoint_restores.labels(camera, r) for r in CHECKPOINT_RESTORE_RESULTS}
+        self.checkpoint_last_write = checkpoint_last_write.labels(camera)
+        self.handshakes_failed = {s: handshakes_failed.labels(camera, s) for s in SOCKETS}
+        self.rejected = {r: worker_rejected.labels(r) for r in REJECT_REASONS}
+
+    def progress(self):
+        """The main loop made progress: the gauge, and the /healthz heartbeat."""
+        self.last_progress.set(time.time())
+        beat()
+
+
 def serve(port, role, camera, addr="127.0.0.1"):
     """Serve /metrics and /healthz on ``addr:port`` (0 = off) and set build_info.
 
@@ -141,46 +192,10 @@ def serve(port, role, camera, addr="127.0.0.1"):
     if role == "capture":
         for m in (capture_frames, capture_reconnects, capture_connected, capture_last_frame):
             m.labels(camera)
-        for reason in ("hwm", "resize"):
+        for reason in CAPTURE_DROP_REASONS:
             capture_dropped.labels(camera, reason)
     else:
-        for m in (
-            worker_received,
-            worker_processed,
-            worker_lost,
-            worker_backlog,
-            masks_published,
-            solver_not_converged,
-            solver_resets,
-            worker_last_progress,
-            worker_restarts_seen,
-        ):
-            m.labels(camera)
-        for reason in ("overload", "shutdown", "error"):
-            worker_dropped.labels(camera, reason)
-        for mode in ("warm", "cold"):
-            solver_starts.labels(camera, mode)
-        for result in ("ok", "error"):
-            checkpoint_writes.labels(camera, result)
-        for result in ("warm", "window", "corrupt", "mismatch"):
-            checkpoint_restores.labels(camera, result)
-        checkpoint_last_write.labels(camera)
-        for sock in ("frames", "masks"):
-            handshakes_failed.labels(camera, sock)
-        for reason in (
-            "parts",
-            "topic",
-            "header",
-            "version",
-            "field",
-            "camera",
-            "shape",
-            "dtype",
-            "encoding",
-            "size",
-            "seq",
-        ):
-            worker_rejected.labels(reason)
+        WorkerMetrics(camera)  # creates every worker series at 0
     beat()
     if port:
         server = make_server(addr, port, _app(), _Server, handler_class=_Quiet)

@@ -1,0 +1,115 @@
+"""The worker's checkpoints: restore at start, write every ``interval_s`` on a thread, and at stop.
+
+The arrays are the model's checkpoint (:mod:`core.streaming.snapshot`) plus the worker's camera
+and sequence position; the file is written atomically (:mod:`streamer.checkpoint`). A periodic
+write runs on a thread so that no frame waits for the disk, and is skipped while the previous
+one is still being written (docs/design.md, "Checkpoints").
+"""
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from streamer import checkpoint
+
+
+class Checkpointer:
+    """Checkpoints of one camera's model.
+
+    Parameters
+    ----------
+    path : str
+        ``<state_dir>/<camera>.npz``.
+    interval_s : float
+        Seconds between periodic checkpoints.
+    camera : str
+    metrics : streamer.metrics.WorkerMetrics
+    log : logging.Logger
+    """
+
+    def __init__(self, path, interval_s, camera, metrics, log):
+        self.path, self.interval_s, self.camera, self.metrics, self.log = path, interval_s, camera, metrics, log
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
+        self._pending = None
+        self._next = time.monotonic() + interval_s
+
+    def restore(self, model, tracker):
+        """Resume ``model`` and ``tracker`` from the file; the outcome label, or None without a file.
+
+        Returns
+        -------
+        str or None
+            "warm" (a solution restored), "window" (only the window), "corrupt" (unreadable
+            file, ignored) or "mismatch" (another camera, layout or knobs; ignored); counted.
+        """
+        outcome = self._restore(model, tracker)
+        if outcome:
+            self.metrics.checkpoint_restores[outcome].inc()
+        return outcome
+
+    def _restore(self, model, tracker):
+        try:
+            arrays = checkpoint.load(self.path)
+        except checkpoint.CheckpointError as exc:
+            self.log.warning("ignoring corrupt checkpoint, starting cold: %s", exc)
+            return "corrupt"
+        if arrays is None:
+            self.log.info("no checkpoint at %s: cold start", self.path)
+            return None
+        try:
+            if str(arrays.get("worker_camera", "")) != self.camera:
+                raise ValueError(f"checkpoint belongs to camera {str(arrays.get('worker_camera'))!r}")
+            warm = model.restore(arrays)
+        except ValueError as exc:
+            self.log.warning("ignoring checkpoint %s that does not fit, starting cold: %s", self.path, exc)
+            return "mismatch"
+        if "worker_epoch" in arrays:
+            tracker.epoch, tracker.last = str(arrays["worker_epoch"]), int(arrays["worker_last_seq"])
+        self.log.info(
+            "%s restore from %s: %d frames seen, window of %d frames",
+            "warm" if warm else "window",
+            self.path,
+            model.n_frames,
+            len(arrays["window"]),
+        )
+        return "warm" if warm else "window"
+
+    def tick(self, model, tracker):
+        """Start a periodic checkpoint on the thread when one is due."""
+        if time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self.interval_s
+        if self._pending is None or self._pending.done():
+            arrays = self._arrays(model, tracker)
+            if arrays is not None:
+                self._pending = self._writer.submit(self._write, arrays)
+
+    def close(self, model, tracker):
+        """Wait for a periodic write, then write the final checkpoint."""
+        self._writer.shutdown(wait=True)
+        arrays = self._arrays(model, tracker)
+        if arrays is not None:
+            self._write(arrays)
+
+    def _arrays(self, model, tracker):
+        """The model's checkpoint plus the worker's sequence position; None before the first frame."""
+        arrays = model.checkpoint()
+        if arrays is None:
+            return None
+        arrays["worker_camera"] = np.str_(self.camera)
+        if tracker.epoch is not None:
+            arrays["worker_epoch"] = np.str_(tracker.epoch)
+            arrays["worker_last_seq"] = np.int64(tracker.last)
+        return arrays
+
+    def _write(self, arrays):
+        try:
+            size = checkpoint.save(self.path, arrays)
+        except OSError as exc:
+            self.metrics.checkpoint_writes["error"].inc()
+            self.log.error("checkpoint %s not written: %s", self.path, exc)
+            return
+        self.metrics.checkpoint_writes["ok"].inc()
+        self.metrics.checkpoint_last_write.set(time.time())
+        self.log.debug("checkpoint %s written (%d bytes)", self.path, size)

@@ -1,0 +1,99 @@
+"""The worker's model stage: one frame through the background model, and a typed report.
+
+The model never takes the camera down: an exception resets it to a cold start and is reported,
+as are a resolution change (reset) and a refit that failed numerically (reset). The solver
+facts that every mask header carries (docs/design.md, "Wire format") are kept here.
+"""
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+from core.streaming.background import FrameResult, KDRSDLBackgroundSubtractor
+from core.streaming.refit import RefitReport
+
+
+@dataclass(frozen=True)
+class SolverFacts:
+    """The last refit, as the mask header's ``solver`` object.
+
+    Attributes
+    ----------
+    start : str
+        "none" (no solution yet), "cold", "warm", "restored" (from a checkpoint) or "reset".
+    iterations : int
+    residual : float or None
+        The solver's last stopping criterion.
+    rank : int
+        Numerical rank of A.
+    """
+
+    start: str = "none"
+    iterations: int = 0
+    residual: Optional[float] = None
+    rank: int = 0
+
+    def header(self):
+        """The JSON-able dict of the header's ``solver`` field."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StageReport:
+    """What :meth:`ModelStage.process` did with one frame.
+
+    Attributes
+    ----------
+    result : FrameResult or None
+        The mask and score; None when the model failed on the frame (``error``).
+    seconds : float
+        Model time, seconds.
+    previous_shape : (int, int) or None
+        The previous frames' shape when this frame's differed: the model was reset.
+    refit : RefitReport or None
+        The window refit installed at this frame.
+    exception : Exception or None
+        What the model raised (it was reset; the frame gets no mask).
+    """
+
+    result: Optional[FrameResult]
+    seconds: float
+    previous_shape: Optional[tuple] = None
+    refit: Optional[RefitReport] = None
+    exception: Optional[Exception] = None
+
+
+class ModelStage:
+    """The worker's background model and its solver facts.
+
+    Parameters
+    ----------
+    params : core.streaming.params.BackgroundParams
+        Refits run on their own thread whatever ``async_refit`` says.
+    """
+
+    def __init__(self, params):
+        self.model = KDRSDLBackgroundSubtractor(params, async_refit=True)
+        self.facts = SolverFacts()
+
+    def restored(self):
+        """A warm checkpoint was restored: the facts say so."""
+        self.facts = SolverFacts("restored", 0, None, int(self.model.state.rank))
+
+    def process(self, image):
+        """One frame (h, w) uint8 through the model; a :class:`StageReport`."""
+        model = self.model
+        previous = model.shape if model.shape is not None and model.shape != image.shape else None
+        t0 = time.perf_counter()
+        try:
+            res = model.process(image)
+        except Exception as exc:  # a defect in the model must not take the camera down: reset, go on
+            model.reset()
+            return StageReport(None, time.perf_counter() - t0, previous, exception=exc)
+        r = res.refit
+        if r is not None:
+            if r.reset:
+                self.facts = SolverFacts("reset")
+            else:
+                self.facts = SolverFacts("warm" if r.warm else "cold", r.n_iter, r.residual, r.rank)
+        return StageReport(res, time.perf_counter() - t0, previous, r)
