@@ -225,7 +225,7 @@ def main(argv=None):
             return 0
         from streamer.run import run_all
 
-        return run_all(cfg, stop, log, config_path=args.config)
+        return run_all(cfg, stop, log)
     except OSError as exc:  # e.g. an endpoint already in use, a port taken
         log.error("%s", exc)
         return 1

@@ -16,6 +16,7 @@ import threading
 import time
 
 import numpy as np
+import tomli_w
 from tqdm import tqdm
 
 from core.evaluation.metrics import Confusion, confusion
@@ -66,7 +67,17 @@ def _child(args, log_path):
     )
 
 
-def run_all(cfg, stop, log, config_path=None):
+def write_config(cfg, path):
+    """Write a :class:`streamer.config.Config` as TOML (unset values are left out: TOML has no null)."""
+
+    def drop_none(d):
+        return {k: drop_none(v) if isinstance(v, dict) else v for k, v in d.items() if v is not None}
+
+    with open(path, "wb") as f:
+        tomli_w.dump(drop_none(cfg.model_dump()), f)
+
+
+def run_all(cfg, stop, log):
     """Run the three parts until the source ends or ``max_frames`` masks arrived.
 
     Returns
@@ -75,55 +86,33 @@ def run_all(cfg, stop, log, config_path=None):
         0 when every frame sent got a mask or a counted drop; 1 when a child failed or did not
         stop within ``CHILD_STOP_TIMEOUT_S`` of SIGTERM and was killed (the summary lists it).
     """
-    c = cfg.capture
     tmp = tempfile.mkdtemp(prefix="kdrsdl-run-")
-    frames_ep, masks_ep = f"ipc://{tmp}/frames", f"ipc://{tmp}/masks"
     output = cfg.subscribe.output
     if output:
         os.makedirs(output, exist_ok=True)
-    common = ["--camera", cfg.camera] + (["--config", config_path] if config_path else [])
-    worker_args = [
-        "worker",
-        *common,
-        "--frames-endpoint",
-        frames_ep,
-        "--masks-endpoint",
-        masks_ep,
-        "--window",
-        str(cfg.model.window),
-        "--rank",
-        str(cfg.model.rank),
-    ]
+    # the children get this very configuration, with the run's own endpoints, as one file
+    child_cfg = cfg.model_copy(deep=True)
+    child_cfg.capture.frames_endpoint = child_cfg.worker.frames_endpoint = f"ipc://{tmp}/frames"
+    child_cfg.worker.masks_endpoint = f"ipc://{tmp}/masks"
     if output:
-        worker_args += ["--snapshot", os.path.join(output, "contact_sheet.png")]
+        child_cfg.worker.snapshot = os.path.join(output, "contact_sheet.png")
+    config_file = os.path.join(tmp, "config.toml")
+    write_config(child_cfg, config_file)
+    worker_args = ["worker", "--config", config_file]
     children = {"worker": _child(worker_args, os.path.join(tmp, "worker.log"))}
     try:
-        return _run(cfg, stop, log, c, tmp, output, common, children)
+        return _run(child_cfg, stop, log, tmp, output, config_file, children)
     finally:
         # whatever happened, no child outlives this command (the capture first: the worker drains)
         running = {name: children[name] for name in ("capture", "worker") if name in children}
         stop_children(running, CHILD_STOP_TIMEOUT_S, log)
 
 
-def _run(cfg, stop, log, c, tmp, output, common, children):
+def _run(cfg, stop, log, tmp, output, config_file, children):
+    c = cfg.capture
     worker = children["worker"]
-    frames_ep, masks_ep = f"ipc://{tmp}/frames", f"ipc://{tmp}/masks"
-    capture_args = [
-        "capture",
-        *common,
-        "--source",
-        c.source,
-        "--frames-endpoint",
-        frames_ep,
-        "--fps",
-        str(c.fps),
-        "--max-frames",
-        str(c.max_frames),
-    ]
-    if c.width and c.height:
-        capture_args += ["--width", str(c.width), "--height", str(c.height)]
-    if c.loop:
-        capture_args.append("--loop")
+    masks_ep = cfg.worker.masks_endpoint
+    capture_args = ["capture", "--config", config_file]
     # let the worker bind first (frames sent earlier would be counted drops): its ipc file appears
     deadline = time.monotonic() + 30
     while not os.path.exists(f"{tmp}/frames") and worker.poll() is None and time.monotonic() < deadline:
