@@ -7,7 +7,8 @@ one-line message, 1 on other failures.
 import argparse
 import sys
 
-from streamer.config import EX_CONFIG, ConfigError, load
+from core.streaming.params import knobs
+from streamer.config import EX_CONFIG, MODEL_KNOBS_NOT_CONFIGURED, ConfigError, load
 
 # flag dest -> config key
 CAPTURE_KEYS = {
@@ -26,8 +27,6 @@ WORKER_KEYS = {
     "frames_endpoint": "worker.frames_endpoint",
     "masks_endpoint": "worker.masks_endpoint",
     "metrics_port": "worker.metrics_port",
-    "window": "model.window",
-    "rank": "model.rank",
     "snapshot": "worker.snapshot",
     "state_dir": "worker.state_dir",
     "checkpoint_interval": "worker.checkpoint_interval_s",
@@ -50,6 +49,29 @@ RUN_KEYS = {
     "height": "capture.height",
     "loop": "capture.loop",
 }
+#: The model flags of ``worker`` and ``run`` (:func:`model_flags`), one per knob.
+MODEL_KEYS = {f"model_{f.name}": f"model.{f.name}" for f, _, _ in knobs() if f.name not in MODEL_KNOBS_NOT_CONFIGURED}
+WORKER_KEYS.update(MODEL_KEYS)
+RUN_KEYS.update(MODEL_KEYS)
+
+
+def model_flags(parser):
+    """A flag per model knob (``--window``, ``--k-sigma``, ...), from the knobs' one declaration.
+
+    Each sets ``model.<knob>`` (:data:`MODEL_KEYS`) over the configuration file; its help is the
+    knob's meaning, unit, range and default (core/streaming/params.py).
+    """
+    group = parser.add_argument_group("model", "the background model's knobs ([model] in the configuration)")
+    for f, k, kind in knobs():
+        if f.name in MODEL_KNOBS_NOT_CONFIGURED:
+            continue
+        extra = "; ".join(x for x in (k.unit, k.range_text(), f"default {f.default}") if x)
+        opts = {"dest": f"model_{f.name}", "help": f"{k.meaning} ({extra})"}
+        if kind is bool:
+            opts["action"] = argparse.BooleanOptionalAction
+        else:
+            opts.update(type=kind, metavar=f.name.upper(), choices=k.choices)
+        group.add_argument("--" + f.name.replace("_", "-"), **opts)
 
 
 def build_parser():
@@ -102,8 +124,7 @@ def build_parser():
     w.add_argument("--frames-endpoint", metavar="EP", help="ZeroMQ endpoint to bind for frames (PULL)")
     w.add_argument("--masks-endpoint", metavar="EP", help="ZeroMQ endpoint to bind for masks (PUB)")
     w.add_argument("--metrics-port", type=int, metavar="P", help="Prometheus /metrics port on 127.0.0.1 (0 = off)")
-    w.add_argument("--window", type=int, metavar="N", help="frames in the model's window")
-    w.add_argument("--rank", type=int, metavar="R", help="dictionary size r")
+    model_flags(w)
     w.add_argument(
         "--snapshot", metavar="PNG", help="write frame | background | score | mask of the last frame at stop"
     )
@@ -147,6 +168,7 @@ def build_parser():
     r.add_argument("--width", type=int, metavar="W")
     r.add_argument("--height", type=int, metavar="H")
     r.add_argument("--loop", action="store_const", const=True)
+    model_flags(r)
 
     e = sub.add_parser("evaluate", help="score methods on CDnet sequences (CDnet or paper protocol)")
     e.add_argument(
@@ -180,6 +202,14 @@ def build_parser():
     return p
 
 
+def config_overrides(args):
+    """``{"section.key": value}`` of the flags given to a service subcommand (None = not given)."""
+    keys = {"capture": CAPTURE_KEYS, "worker": WORKER_KEYS, "subscribe": SUBSCRIBE_KEYS, "run": RUN_KEYS}[args.command]
+    overrides = {key: getattr(args, dest) for dest, key in keys.items()}
+    overrides["camera"] = args.camera
+    return overrides
+
+
 def main(argv=None):
     """Entry point of the ``kdrsdl`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
@@ -193,11 +223,8 @@ def main(argv=None):
         from streamer.evaluate import main as evaluate_main
 
         return evaluate_main(args)
-    keys = {"capture": CAPTURE_KEYS, "worker": WORKER_KEYS, "subscribe": SUBSCRIBE_KEYS, "run": RUN_KEYS}[args.command]
-    overrides = {key: getattr(args, dest) for dest, key in keys.items()}
-    overrides["camera"] = args.camera
     try:
-        cfg = load(args.config, overrides)
+        cfg = load(args.config, config_overrides(args))
     except ConfigError as exc:
         print(f"kdrsdl: configuration error: {exc}", file=sys.stderr)
         return EX_CONFIG

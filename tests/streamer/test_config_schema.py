@@ -24,3 +24,20 @@ def test_config_accepts_and_refuses_what_the_model_does(name):
         else:
             with pytest.raises(ConfigError, match=f"model.{name}"):
                 load(overrides={f"model.{name}": value})
+
+
+def test_every_knob_has_a_worker_and_run_flag_that_sets_it():
+    from streamer.cli import build_parser, config_overrides
+
+    for command in ("worker", "run"):
+        args = build_parser().parse_args([command, "--k-sigma", "2.5", "--no-fill-holes", "--decision", "global",
+                                          "--processing-side", "0", "--window", "12"])  # fmt: skip
+        cfg = load(overrides=config_overrides(args))
+        assert (cfg.model.k_sigma, cfg.model.fill_holes, cfg.model.decision) == (2.5, False, "global")
+        assert (cfg.model.processing_side, cfg.model.window) == (0, 12)
+        untouched = load(overrides=config_overrides(build_parser().parse_args([command])))
+        assert untouched.model.params() == BackgroundParams()
+    flags = build_parser()._subparsers._group_actions[0].choices["worker"]._option_string_actions
+    for f, _, _ in knobs():
+        if f.name not in MODEL_KNOBS_NOT_CONFIGURED:
+            assert "--" + f.name.replace("_", "-") in flags, f.name
