@@ -24,15 +24,28 @@ def beat():
     _last_beat[0] = time.monotonic()
 
 
+def health(age_s, stale_after_s=STALE_AFTER_S):
+    """The /healthz answer for a main loop that last made progress ``age_s`` seconds ago.
+
+    Returns
+    -------
+    (str, str)
+        The HTTP status ("200 OK", or "503 Service Unavailable" from ``stale_after_s`` on) and the body.
+    """
+    ok = age_s < stale_after_s
+    return (
+        "200 OK" if ok else "503 Service Unavailable"
+    ), f"{'ok' if ok else 'stale'}: last progress {age_s:.1f} s ago\n"
+
+
 def _app():
     metrics_app = make_wsgi_app()
 
     def app(environ, start_response):
         if environ.get("PATH_INFO") == "/healthz":
-            age = time.monotonic() - _last_beat[0]
-            ok = age < STALE_AFTER_S
-            start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
-            return [f"{'ok' if ok else 'stale'}: last progress {age:.1f} s ago\n".encode()]
+            status, body = health(time.monotonic() - _last_beat[0])
+            start_response(status, [("Content-Type", "text/plain")])
+            return [body.encode()]
         return metrics_app(environ, start_response)
 
     return app
@@ -183,6 +196,11 @@ def serve(port, role, camera, addr="127.0.0.1"):
     addr : str
         Listen address (loopback by default; 0.0.0.0 in a pod, for Prometheus).
 
+    Returns
+    -------
+    wsgiref.simple_server.WSGIServer or None
+        The server (its ``shutdown()`` stops it), None when ``port`` is 0.
+
     Notes
     -----
     ``/healthz`` answers 200 while :func:`beat` was called within
@@ -197,6 +215,8 @@ def serve(port, role, camera, addr="127.0.0.1"):
     else:
         WorkerMetrics(camera)  # creates every worker series at 0
     beat()
-    if port:
-        server = make_server(addr, port, _app(), _Server, handler_class=_Quiet)
-        threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
+    if not port:
+        return None
+    server = make_server(addr, port, _app(), _Server, handler_class=_Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
+    return server

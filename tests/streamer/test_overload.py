@@ -115,5 +115,8 @@ def test_source_2x_faster_than_the_worker_for_60_s():
     # memory stays bounded (growth over a long run is the soak benchmark's, tests/bench/bench_soak.py)
     for name, bound in RSS_BOUND_MIB.items():
         assert max(rss[name]) < bound, (name, max(rss[name]))
-    # latency stays bounded: the backlog holds 2 frames, so a mask is never more than a refit-stalled frame old
-    assert max(lat for t, lat in latencies if t > 10) < 0.5
+    # latency stays bounded: the backlog holds 2 frames, so a mask is never more than a few frames old
+    # (measured: at most 0.1-0.2 s alone, 0.66 s with another process busy on one of the two cores).
+    # Unbounded queueing at this overload would add about 0.7 s of delay per second of the run, tens of
+    # seconds by the end: 2 s is wide for a busy machine and still fails on a queue that grows.
+    assert max(lat for t, lat in latencies if t > 10) < 2.0

@@ -160,7 +160,9 @@ def test_file_source_real_motorway_video_end_to_end(worker):
     video = need(MOTORWAY)
     frames, masks_ep, port, _ = worker
     sub = subscriber(masks_ep, "cam1")
-    cap = kdrsdl("capture", "--camera", "cam1", "--source", video, "--frames-endpoint", frames, "--fps", 100)
+    # 50 fps: the worker processes about 290 frames/s alone, so it keeps up with room to spare even
+    # on a busy machine (at 100 fps a loaded run processed 366 of 748 frames)
+    cap = kdrsdl("capture", "--camera", "cam1", "--source", video, "--frames-endpoint", frames, "--fps", 50)
     cap.wait(timeout=120)
     rc, _, err = stop(cap)
     assert rc == 0, err
