@@ -26,6 +26,41 @@ def backoff_delay(attempt, rng=random):
     return min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * 2**attempt) * rng.uniform(0.5, 1.0)
 
 
+class _Pacer:
+    """Holds a loop to ``fps`` turns per second (0 = unthrottled); a late turn does not bunch the next ones."""
+
+    def __init__(self, fps):
+        self.period = 1.0 / fps if fps else 0.0
+        self.next_t = time.monotonic()
+
+    def wait(self, stop):
+        if not self.period:
+            return
+        self.next_t += self.period
+        delay = self.next_t - time.monotonic()
+        if delay > 0:
+            stop.wait(delay)
+        else:
+            self.next_t = time.monotonic()
+
+
+def _open(c, attempt, stop, log, m_connected, m_reconnects):
+    """Open the source; on failure wait the back-off (counted). Returns (source or None, next attempt)."""
+    try:
+        source = open_source(c.source, loop=c.loop, width=c.width or None, height=c.height or None)
+    except SourceError as exc:
+        m_connected.set(0)
+        delay = backoff_delay(attempt)
+        log.warning("%s; retrying in %.1f s", exc, delay)
+        m_reconnects.inc()
+        stop.wait(delay)
+        return None, attempt + 1
+    m_connected.set(1)
+    if attempt:
+        log.info("source reopened after %d attempt(s)", attempt)
+    return source, 0
+
+
 def run_capture(cfg, stop, log, notify=None):
     """Run the capture loop until ``stop`` is set, the file ends, or max_frames.
 
@@ -61,8 +96,7 @@ def run_capture(cfg, stop, log, notify=None):
     log.info("epoch %s: %s -> %s", epoch, c.source, c.frames_endpoint)
     if notify:
         notify("READY=1")
-    period = 1.0 / c.fps if c.fps else 0.0
-    next_t = time.monotonic()
+    pace = _Pacer(c.fps)
     source, attempt = None, 0
     try:
         while not stop.is_set():
@@ -72,19 +106,8 @@ def run_capture(cfg, stop, log, notify=None):
             if c.max_frames and index >= c.max_frames:
                 break
             if source is None:
-                try:
-                    source = open_source(c.source, loop=c.loop, width=c.width or None, height=c.height or None)
-                    m_connected.set(1)
-                    if attempt:
-                        log.info("source reopened after %d attempt(s)", attempt)
-                    attempt = 0
-                except SourceError as exc:
-                    m_connected.set(0)
-                    delay = backoff_delay(attempt)
-                    log.warning("%s; retrying in %.1f s", exc, delay)
-                    attempt += 1
-                    m_reconnects.inc()
-                    stop.wait(delay)
+                source, attempt = _open(c, attempt, stop, log, m_connected, m_reconnects)
+                if source is None:
                     continue
             try:
                 frame = source.read()
@@ -108,13 +131,7 @@ def run_capture(cfg, stop, log, notify=None):
                 seq += 1
             except zmq.Again:
                 m_hwm.inc()
-            if period:
-                next_t += period
-                delay = next_t - time.monotonic()
-                if delay > 0:
-                    stop.wait(delay)
-                else:
-                    next_t = time.monotonic()
+            pace.wait(stop)
     finally:
         if source is not None:
             source.release()

@@ -74,28 +74,31 @@ def model_flags(parser):
         group.add_argument("--" + f.name.replace("_", "-"), **opts)
 
 
-def build_parser():
-    """The argparse parser of every subcommand."""
-    p = argparse.ArgumentParser(
-        prog="kdrsdl",
-        description=(
-            "Real-time video background subtraction with KDRSDL (Bahri et al., ICCV 2017): "
-            "capture -> ZeroMQ -> worker -> foreground masks on a ZeroMQ topic."
-        ),
+def _common(sp):
+    """--config and --camera."""
+    sp.add_argument("--config", metavar="FILE", help="TOML configuration file; flags override it")
+    sp.add_argument(
+        "--camera",
+        metavar="NAME",
+        required=False,
+        help="camera name, 1-64 of A-Z a-z 0-9 _ . - (topic frame/NAME/ and mask/NAME/)",
     )
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def common(sp, camera_required=False):
-        sp.add_argument("--config", metavar="FILE", help="TOML configuration file; flags override it")
-        sp.add_argument(
-            "--camera",
-            metavar="NAME",
-            required=False,
-            help="camera name, 1-64 of A-Z a-z 0-9 _ . - (topic frame/NAME/ and mask/NAME/)",
-        )
 
+def _curve_client(sp):
+    """CURVE client keys (capture, subscribe)."""
+    sp.add_argument(
+        "--curve-secret-key",
+        metavar="FILE",
+        help="CURVE: this process's NAME.key_secret (kdrsdl keygen); with --curve-server-key",
+    )
+    sp.add_argument("--curve-server-key", metavar="FILE", help="CURVE: the worker's public NAME.key")
+
+
+def _capture_parser(sub):
+    """The capture subcommand."""
     c = sub.add_parser("capture", help="read a source and push grayscale frames to a worker")
-    common(c)
+    _common(c)
     c.add_argument(
         "--source",
         metavar="SRC",
@@ -109,18 +112,13 @@ def build_parser():
     c.add_argument("--loop", action="store_const", const=True, help="restart a video file at its end")
     c.add_argument("--max-frames", type=int, metavar="N", help="stop after N frames (0 = never)")
 
-    def curve_client(sp):
-        sp.add_argument(
-            "--curve-secret-key",
-            metavar="FILE",
-            help="CURVE: this process's NAME.key_secret (kdrsdl keygen); with --curve-server-key",
-        )
-        sp.add_argument("--curve-server-key", metavar="FILE", help="CURVE: the worker's public NAME.key")
+    _curve_client(c)
 
-    curve_client(c)
 
+def _worker_parser(sub):
+    """The worker subcommand."""
     w = sub.add_parser("worker", help="keep a KDRSDL background model and publish a mask per frame")
-    common(w)
+    _common(w)
     w.add_argument("--frames-endpoint", metavar="EP", help="ZeroMQ endpoint to bind for frames (PULL)")
     w.add_argument("--masks-endpoint", metavar="EP", help="ZeroMQ endpoint to bind for masks (PUB)")
     w.add_argument("--metrics-port", type=int, metavar="P", help="Prometheus /metrics port on 127.0.0.1 (0 = off)")
@@ -146,19 +144,28 @@ def build_parser():
         help="CURVE: directory of the public NAME.key files of the captures and subscribers allowed in",
     )
 
+
+def _subscribe_parser(sub):
+    """The subscribe subcommand."""
     s = sub.add_parser("subscribe", help="print (and optionally save) the masks of a camera")
-    common(s)
+    _common(s)
     s.add_argument("--masks-endpoint", metavar="EP", help="ZeroMQ endpoint the worker publishes on")
     s.add_argument("--output", metavar="DIR", help="write each mask as a PNG into DIR")
     s.add_argument("--count", type=int, metavar="N", help="stop after N masks (0 = never)")
-    curve_client(s)
+    _curve_client(s)
 
+
+def _keygen_parser(sub):
+    """The keygen subcommand."""
     k = sub.add_parser("keygen", help="write a CURVE key pair NAME.key (public) and NAME.key_secret into DIR")
     k.add_argument("dir", metavar="DIR")
     k.add_argument("name", metavar="NAME", help="e.g. worker-cam1, capture-cam1, subscriber-alarm")
 
+
+def _run_parser(sub):
+    """The run subcommand."""
     r = sub.add_parser("run", help="capture + worker + subscriber in one command, for a first look")
-    common(r)
+    _common(r)
     r.add_argument("--source", metavar="SRC", default=None, help="as for capture (default synthetic)")
     r.add_argument("--max-frames", type=int, metavar="N", default=300, help="frames to process (default 300)")
     r.add_argument("--output", metavar="DIR", help="write masks and contact_sheet.png into DIR")
@@ -170,6 +177,9 @@ def build_parser():
     r.add_argument("--loop", action="store_const", const=True)
     model_flags(r)
 
+
+def _evaluate_parser(sub):
+    """The evaluate subcommand."""
     e = sub.add_parser("evaluate", help="score methods on CDnet sequences (CDnet or paper protocol)")
     e.add_argument(
         "dataset",
@@ -199,6 +209,20 @@ def build_parser():
     )
     e.add_argument("--json", metavar="PATH", help="write the results as JSON")
     e.add_argument("--report", metavar="DIR", help="write report.md with curves and a contact sheet per sequence")
+
+
+def build_parser():
+    """The argparse parser of every subcommand."""
+    p = argparse.ArgumentParser(
+        prog="kdrsdl",
+        description=(
+            "Real-time video background subtraction with KDRSDL (Bahri et al., ICCV 2017): "
+            "capture -> ZeroMQ -> worker -> foreground masks on a ZeroMQ topic."
+        ),
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_capture_parser, _worker_parser, _subscribe_parser, _keygen_parser, _run_parser, _evaluate_parser):
+        add(sub)
     return p
 
 

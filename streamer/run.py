@@ -108,42 +108,56 @@ def run_all(cfg, stop, log):
         stop_children(running, CHILD_STOP_TIMEOUT_S, log)
 
 
+class _Progress:
+    """The progress bar of ``kdrsdl run``: masks, fps, latency and the live F-measure (synthetic scene)."""
+
+    def __init__(self, cfg):
+        c = cfg.capture
+        synthetic = describe(c.source) == "synthetic"
+        self.scene = SyntheticSource(c.source, c.width or None, c.height or None).scene if synthetic else None
+        self.warmup = cfg.model.window  # frames before the F-measure counts
+        self.total = Confusion(0, 0, 0, 0)
+        self.latencies = []
+        self.bar = tqdm(total=c.max_frames or None, unit="mask", desc="kdrsdl run", file=sys.stderr)
+        self.t_start = time.monotonic()
+
+    def on_mask(self, msg):
+        h = msg.header
+        self.latencies.append(h["latency_s"])
+        post = {
+            "fps": f"{len(self.latencies) / max(time.monotonic() - self.t_start, 1e-9):.0f}",
+            "latency_ms": f"{1000 * h['latency_s']:.0f}",
+        }
+        if self.scene is not None and h.get("frame_index") is not None and h["frame_index"] >= self.warmup:
+            self.total = self.total + confusion(msg.image > 127, self.scene.fgmask(h["frame_index"]))
+            post["F"] = f"{self.total.f_measure:.3f}"
+        self.bar.set_postfix(post, refresh=False)
+        self.bar.update(1)
+
+    def summary(self, received):
+        elapsed = time.monotonic() - self.t_start
+        lat = np.array(self.latencies) if self.latencies else np.zeros(1)
+        f = self.total.f_measure
+        return {
+            "masks": received,
+            "seconds": round(elapsed, 2),
+            "fps": round(received / max(elapsed, 1e-9), 1),
+            "latency_ms_p50": round(1000 * float(np.percentile(lat, 50)), 1),
+            "latency_ms_p99": round(1000 * float(np.percentile(lat, 99)), 1),
+            "f_measure": None if self.scene is None or np.isnan(f) else round(f, 4),
+        }
+
+
 def _run(cfg, stop, log, tmp, output, config_file, children):
-    c = cfg.capture
     worker = children["worker"]
-    masks_ep = cfg.worker.masks_endpoint
-    capture_args = ["capture", "--config", config_file]
     # let the worker bind first (frames sent earlier would be counted drops): its ipc file appears
     deadline = time.monotonic() + 30
     while not os.path.exists(f"{tmp}/frames") and worker.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    capture = children["capture"] = _child(capture_args, os.path.join(tmp, "capture.log"))
-    scene = (
-        SyntheticSource(c.source, c.width or None, c.height or None).scene
-        if describe(c.source) == "synthetic"
-        else None
-    )
-    total = Confusion(0, 0, 0, 0)
-    latencies = []
-    bar = tqdm(total=c.max_frames or None, unit="mask", desc="kdrsdl run", file=sys.stderr)
-    t_start = time.monotonic()
-
-    def on_mask(msg):
-        nonlocal total
-        h = msg.header
-        latencies.append(h["latency_s"])
-        post = {
-            "fps": f"{len(latencies) / max(time.monotonic() - t_start, 1e-9):.0f}",
-            "latency_ms": f"{1000 * h['latency_s']:.0f}",
-        }
-        if scene is not None and h.get("frame_index") is not None and h["frame_index"] >= cfg.model.window:
-            total = total + confusion(msg.image > 127, scene.fgmask(h["frame_index"]))
-            post["F"] = f"{total.f_measure:.3f}"
-        bar.set_postfix(post, refresh=False)
-        bar.update(1)
-
-    cfg.subscribe.masks_endpoint = masks_ep
-    cfg.subscribe.count = c.max_frames
+    capture = children["capture"] = _child(["capture", "--config", config_file], os.path.join(tmp, "capture.log"))
+    progress = _Progress(cfg)
+    cfg.subscribe.masks_endpoint = cfg.worker.masks_endpoint
+    cfg.subscribe.count = cfg.capture.max_frames
     sub_stop = threading.Event()
 
     def watch():
@@ -157,23 +171,11 @@ def _run(cfg, stop, log, tmp, output, config_file, children):
 
     threading.Thread(target=watch, daemon=True).start()
     try:
-        summary = run_subscriber(cfg, sub_stop, log, on_mask=on_mask)
+        summary = run_subscriber(cfg, sub_stop, log, on_mask=progress.on_mask)
     finally:
-        bar.close()
+        progress.bar.close()
     codes, killed = stop_children({"capture": capture, "worker": worker}, CHILD_STOP_TIMEOUT_S, log)
-    elapsed = time.monotonic() - t_start
-    lat = np.array(latencies) if latencies else np.zeros(1)
-    result = {
-        "masks": summary["received"],
-        "seconds": round(elapsed, 2),
-        "fps": round(summary["received"] / max(elapsed, 1e-9), 1),
-        "latency_ms_p50": round(1000 * float(np.percentile(lat, 50)), 1),
-        "latency_ms_p99": round(1000 * float(np.percentile(lat, 99)), 1),
-        "f_measure": None if scene is None or np.isnan(total.f_measure) else round(total.f_measure, 4),
-        "exit_codes": codes,
-        "killed": killed,
-        "logs": tmp,
-    }
+    result = {**progress.summary(summary["received"]), "exit_codes": codes, "killed": killed, "logs": tmp}
     if output:
         result["output"] = output
     print(json.dumps(result))

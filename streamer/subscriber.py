@@ -36,15 +36,7 @@ def run_subscriber(cfg, stop, log, on_mask=None, out=sys.stdout):
         ``received``, ``gaps`` (masks missed within a worker epoch), ``rejected``.
     """
     s = cfg.subscribe
-    ctx = zmq.Context.instance()
-    sock = ctx.socket(zmq.SUB)
-    sock.setsockopt(zmq.RCVHWM, 1000)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.MAXMSGSIZE, MAX_SIDE * MAX_SIDE + 65536)  # bounded before anything is allocated
-    sock.setsockopt(zmq.SUBSCRIBE, topic("mask", cfg.camera))
-    if s.curve_secret_key:
-        security.make_client(sock, s.curve_secret_key, s.curve_server_key)
-    sock.connect(s.masks_endpoint)
+    sock = _socket(s, cfg.camera)
     if s.output:
         os.makedirs(s.output, exist_ok=True)
     tracker = SequenceTracker()
@@ -54,9 +46,8 @@ def run_subscriber(cfg, stop, log, on_mask=None, out=sys.stdout):
         while not stop.is_set() and not (s.count and received >= s.count):
             if not sock.poll(200):
                 continue
-            parts = sock.recv_multipart(copy=False)
             try:
-                msg = decode(parts, "mask")
+                msg = decode(sock.recv_multipart(copy=False), "mask")
             except ProtocolError as exc:
                 rejected += 1
                 if rejected <= 10 or rejected % REJECT_LOG_EVERY == 0:
@@ -68,33 +59,34 @@ def run_subscriber(cfg, stop, log, on_mask=None, out=sys.stdout):
             first = False
             received += 1
             if s.output:
-                h = msg.header
-                cv2.imwrite(
-                    os.path.join(s.output, f"mask_{h.get('frame_epoch', 'x')}_{h.get('frame_seq', h['seq']):06d}.png"),
-                    msg.image,
-                )
+                _write_png(s.output, msg)
             if on_mask is not None:
                 on_mask(msg)
             else:
-                print(
-                    json.dumps(
-                        {
-                            k: msg.header.get(k)
-                            for k in (
-                                "camera",
-                                "epoch",
-                                "seq",
-                                "frame_seq",
-                                "frame_index",
-                                "fg_ratio",
-                                "latency_s",
-                                "solver",
-                            )
-                        }
-                    ),
-                    file=out,
-                    flush=True,
-                )
+                print(json.dumps({k: msg.header.get(k) for k in PRINTED}), file=out, flush=True)
     finally:
         sock.close()
     return {"received": received, "gaps": gaps, "rejected": rejected}
+
+
+#: The header fields printed per mask.
+PRINTED = ("camera", "epoch", "seq", "frame_seq", "frame_index", "fg_ratio", "latency_s", "solver")
+
+
+def _socket(s, camera):
+    """The SUB socket on ``mask/<camera>/``, connected (CURVE when configured)."""
+    sock = zmq.Context.instance().socket(zmq.SUB)
+    sock.setsockopt(zmq.RCVHWM, 1000)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_SIDE * MAX_SIDE + 65536)  # bounded before anything is allocated
+    sock.setsockopt(zmq.SUBSCRIBE, topic("mask", camera))
+    if s.curve_secret_key:
+        security.make_client(sock, s.curve_secret_key, s.curve_server_key)
+    sock.connect(s.masks_endpoint)
+    return sock
+
+
+def _write_png(directory, msg):
+    h = msg.header
+    name = f"mask_{h.get('frame_epoch', 'x')}_{h.get('frame_seq', h['seq']):06d}.png"
+    cv2.imwrite(os.path.join(directory, name), msg.image)
