@@ -11,10 +11,11 @@ from typing import Optional
 import numpy as np
 
 #: Default longest side of the processing resolution, pixels (see ``processing_side``). Of the five
-#: CDnet sequences only badminton (720 x 480) is larger; processed at 480 x 320 its F is 0.796
-#: against 0.781 at full size (0.795 at 360, 0.790 at 320), at 2.3x the speed. A 1080p camera is
-#: then processed at 480 x 270.
-PROCESSING_SIDE = 480
+#: CDnet sequences only badminton (720 x 480) is larger; processed at 360 x 240 its F is 0.795
+#: against 0.781 at full size (0.796 at 480, 0.790 at 320). The refits' cost grows with the pixels:
+#: at 480 a 640 x 480 camera's worker took 95% of a core (refits of 1.1 s every 1.3 s). At 360 a
+#: 1080p camera is processed at 360 x 202, fewer pixels than CDnet's 320 x 240.
+PROCESSING_SIDE = 360
 
 
 @dataclass(frozen=True)
