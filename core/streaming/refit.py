@@ -6,6 +6,7 @@ per-pixel spread on it (:func:`core.streaming.decision.pixel_spread`). It never 
 comes back as a report with ``reset=True``, and the model starts cold at the next refit.
 """
 
+import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -177,15 +178,17 @@ class Refitter:
     ----------
     threaded : bool
         On a thread (numpy releases the GIL in BLAS and most ufuncs): a frame never waits for
-        a refit, and the result lands at the first frame after it finished. The thread is a
-        daemon and can be cancelled (:meth:`cancel`), so a process never waits at exit for a
-        refit it no longer needs.
+        a refit, and the result lands at the first frame after it finished. One daemon thread
+        serves every refit: a process never waits at exit for a refit it no longer needs, and
+        the refits' memory stays with one thread's allocator arena. A refit can be cancelled
+        (:meth:`cancel`).
     """
 
     def __init__(self, threaded):
         self.threaded = threaded
-        self._job = None
-        self._thread = None
+        self._job = None  # the refit whose report is wanted
+        self._last = None  # the last refit handed to the thread (possibly cancelled)
+        self._queue = None
 
     @property
     def busy(self):
@@ -201,12 +204,18 @@ class Refitter:
         """Start a refit; inline, its report is returned at once, else None (see :meth:`collect`)."""
         if not self.threaded:
             return solve_window(X, init, start, settings)
-        self._job = _Job("cold" if init is None else "warm")
-        self._thread = threading.Thread(
-            target=self._job.run, args=(X, init, start, settings), name="kdrsdl-refit", daemon=True
-        )
-        self._thread.start()
+        if self._queue is None:
+            self._queue = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(self._queue,), name="kdrsdl-refit", daemon=True).start()
+        self._job = self._last = _Job("cold" if init is None else "warm")
+        self._queue.put((self._job, (X, init, start, settings)))
         return None
+
+    @staticmethod
+    def _serve(jobs):
+        while True:
+            job, args = jobs.get()
+            job.run(*args)
 
     def collect(self):
         """The report of a finished threaded refit, once; None if none finished."""
@@ -221,16 +230,16 @@ class Refitter:
         Parameters
         ----------
         wait : float
-            Seconds to wait for the refit's thread to end (0 = do not wait).
+            Seconds to wait for the last refit handed to the thread to end (0 = do not wait).
 
         Returns
         -------
         bool
-            True when no refit thread is still running.
+            True when no refit is still running.
         """
         if self._job is not None:
             self._job.cancel.set()
         self._job = None
-        if self._thread is not None and wait > 0:
-            self._thread.join(wait)
-        return self._thread is None or not self._thread.is_alive()
+        if self._last is None:
+            return True
+        return self._last.done.wait(wait) if wait > 0 else self._last.done.is_set()
