@@ -8,6 +8,7 @@ one is still being written (docs/design.md, "Checkpoints").
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
 
 import numpy as np
 
@@ -34,7 +35,7 @@ class Checkpointer:
         self._pending = None
         self._next = time.monotonic() + interval_s
 
-    def restore(self, model, tracker):
+    def restore(self, model, tracker) -> Optional[str]:
         """Resume ``model`` and ``tracker`` from the file; the outcome label, or None without a file.
 
         Returns
@@ -75,7 +76,7 @@ class Checkpointer:
         )
         return "warm" if warm else "window"
 
-    def tick(self, model, tracker):
+    def tick(self, model, tracker) -> None:
         """Start a periodic checkpoint on the thread when one is due."""
         if time.monotonic() < self._next:
             return
@@ -85,7 +86,7 @@ class Checkpointer:
             if arrays is not None:
                 self._pending = self._writer.submit(self._write, arrays)
 
-    def close(self, model, tracker):
+    def close(self, model, tracker) -> None:
         """Wait for a periodic write, then write the final checkpoint."""
         self._writer.shutdown(wait=True)
         arrays = self._arrays(model, tracker)

@@ -62,7 +62,7 @@ class Intake:
     tracker: SequenceTracker = field(default_factory=SequenceTracker)
     backlog: collections.deque = field(default_factory=collections.deque)
 
-    def offer(self, parts):
+    def offer(self, parts) -> Offered:
         """Take one message (its frames, bytes-like); returns :class:`Offered`."""
         try:
             msg = decode(parts, "frame", max_side=self.max_side)
@@ -88,5 +88,5 @@ class Intake:
         """The oldest waiting frame, or None."""
         return self.backlog.popleft() if self.backlog else None
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.backlog)

@@ -9,7 +9,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Optional
 
+import numpy as np
+
 from core.streaming.background import FrameResult, KDRSDLBackgroundSubtractor
+from core.streaming.params import BackgroundParams
 from core.streaming.refit import RefitReport
 
 
@@ -33,7 +36,7 @@ class SolverFacts:
     residual: Optional[float] = None
     rank: int = 0
 
-    def header(self):
+    def header(self) -> dict:
         """The JSON-able dict of the header's ``solver`` field."""
         return asdict(self)
 
@@ -72,15 +75,15 @@ class ModelStage:
         Refits run on their own thread whatever ``async_refit`` says.
     """
 
-    def __init__(self, params):
+    def __init__(self, params: BackgroundParams) -> None:
         self.model = KDRSDLBackgroundSubtractor(params, async_refit=True)
         self.facts = SolverFacts()
 
-    def restored(self):
+    def restored(self) -> None:
         """A warm checkpoint was restored: the facts say so."""
         self.facts = SolverFacts("restored", 0, None, int(self.model.state.rank))
 
-    def process(self, image):
+    def process(self, image: np.ndarray) -> StageReport:
         """One frame (h, w) uint8 through the model; a :class:`StageReport`."""
         model = self.model
         previous = model.shape if model.shape is not None and model.shape != image.shape else None

@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 
 
-def processing_shape(shape, side):
+def processing_shape(shape: tuple[int, int], side: int) -> tuple[int, int]:
     """The (h, w) at which frames of ``shape`` are processed.
 
     Parameters
@@ -36,14 +36,14 @@ def processing_shape(shape, side):
     return (max(1, round(h * f)), max(1, round(w * f)))
 
 
-def reduce(frame, shape):
+def reduce(frame: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """``frame`` (h, w) float32 at ``shape`` (area averaging); itself when the shape is equal."""
     if frame.shape == tuple(shape):
         return frame
     return cv2.resize(frame, (shape[1], shape[0]), interpolation=cv2.INTER_AREA)
 
 
-def enlarge_mask(mask, shape):
+def enlarge_mask(mask: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """A bool mask brought to ``shape`` (h, w): bilinear on 0/255, thresholded at 128."""
     if mask.shape == tuple(shape):
         return mask
@@ -51,7 +51,7 @@ def enlarge_mask(mask, shape):
     return m >= 128
 
 
-def enlarge(image, shape):
+def enlarge(image: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """A float32 image (score, background) brought to ``shape`` (h, w), bilinear."""
     if image.shape == tuple(shape):
         return image

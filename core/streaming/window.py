@@ -8,6 +8,7 @@ window, it is refitted cold whenever the window reaches 2, 4, 8, ... frames and 
 """
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
@@ -48,11 +49,11 @@ class WindowSchedule:
     #: The counters a checkpoint stores, in order.
     COUNTERS = ("start", "since_entry", "since_refit", "new_since_refit")
 
-    def enters_next(self):
+    def enters_next(self) -> bool:
         """Whether the next frame enters the window (bool)."""
         return not self.frames or self.since_entry + 1 >= self.stride
 
-    def push(self, frame):
+    def push(self, frame: np.ndarray) -> bool:
         """Count one frame and let it enter when its turn comes.
 
         Parameters
@@ -77,7 +78,7 @@ class WindowSchedule:
                 self.start += 1
         return enters
 
-    def refit_due(self, solved_slices, entered):
+    def refit_due(self, solved_slices: Optional[int], entered: bool) -> bool:
         """Whether a refit is due after the frame just pushed.
 
         Parameters
@@ -96,15 +97,15 @@ class WindowSchedule:
             return entered and n >= 2 and (n & (n - 1) == 0 or n == self.size)
         return self.since_refit >= self.refit_interval and self.new_since_refit > 0
 
-    def growing(self, solved_slices):
+    def growing(self, solved_slices: Optional[int]) -> bool:
         """Whether refits are still cold: no solution yet, or one of a window shorter than ``size``."""
         return solved_slices is None or solved_slices < self.size
 
-    def started_refit(self):
+    def started_refit(self) -> None:
         """Restart the refit counters (a refit was started on the current window)."""
         self.since_refit = 0
         self.new_since_refit = 0
 
-    def stack(self):
+    def stack(self) -> np.ndarray:
         """The window as one array, shape (N, m, n), float32, oldest first."""
         return np.stack(self.frames)
