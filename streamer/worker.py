@@ -31,10 +31,16 @@ POLL_MS = 200
 
 
 def contact_sheet(frame, background, score, fgmask):
-    """One PNG-able uint8 image: frame | background | foreground score | mask, side by side."""
-    score8 = np.clip(score * 4 * 255, 0, 255).astype(np.uint8)
+    """One PNG-able uint8 image: frame | background | foreground score | mask, side by side.
+
+    The score and the mask are brought to the frame's size when they are at the processing size
+    (``mask_resolution = "processing"``).
+    """
+    size = (frame.shape[1], frame.shape[0])
+    score8 = cv2.resize(np.clip(score * 4 * 255, 0, 255).astype(np.uint8), size, interpolation=cv2.INTER_NEAREST)
+    mask = cv2.resize(fgmask, size, interpolation=cv2.INTER_NEAREST)
     bg = background if background is not None else np.zeros_like(frame)
-    return np.hstack([frame, bg, score8, fgmask])
+    return np.hstack([frame, bg, score8, mask])
 
 
 class _Sockets:
