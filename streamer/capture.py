@@ -5,14 +5,23 @@ absent) is a counted drop, so a slow worker never grows memory or latency here.
 A failing source is released and reopened with exponential back-off and jitter.
 """
 
+from __future__ import annotations
+
+import logging
 import random
+import threading
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import zmq
 
 from streamer import metrics, security
 from streamer.protocol import encode, new_epoch
 from streamer.sources import EndOfStream, SourceError, open_source, resize
+
+if TYPE_CHECKING:
+    from streamer.config import Config
 
 BACKOFF_INITIAL_S = 0.5
 #: Cap of the reopen delay (seconds): a source that comes back is in use again
@@ -21,19 +30,23 @@ BACKOFF_INITIAL_S = 0.5
 BACKOFF_MAX_S = 2.0
 
 
-def backoff_delay(attempt, rng=random):
-    """Seconds to wait before reopen attempt ``attempt`` (0-based): exponential, capped, jittered (x0.5-1)."""
-    return min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * 2**attempt) * rng.uniform(0.5, 1.0)
+def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:
+    """Seconds to wait before reopen attempt ``attempt`` (0-based): exponential, capped, jittered (x0.5-1).
+
+    ``rng`` draws the jitter (default: the ``random`` module's generator).
+    """
+    jitter = (rng or random).uniform(0.5, 1.0)
+    return min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * 2**attempt) * jitter
 
 
 class _Pacer:
     """Holds a loop to ``fps`` turns per second (0 = unthrottled); a late turn does not bunch the next ones."""
 
-    def __init__(self, fps):
+    def __init__(self, fps) -> None:
         self.period = 1.0 / fps if fps else 0.0
         self.next_t = time.monotonic()
 
-    def wait(self, stop):
+    def wait(self, stop) -> None:
         if not self.period:
             return
         self.next_t += self.period
@@ -61,7 +74,9 @@ def _open(c, attempt, stop, log, m_connected, m_reconnects):
     return source, 0
 
 
-def run_capture(cfg, stop, log, notify=None):
+def run_capture(
+    cfg: Config, stop: threading.Event, log: logging.Logger, notify: Callable[[str], None] | None = None
+) -> int:
     """Run the capture loop until ``stop`` is set, the file ends, or max_frames.
 
     Parameters
@@ -85,11 +100,11 @@ def run_capture(cfg, stop, log, notify=None):
     m_connected = metrics.capture_connected.labels(camera)
     m_last = metrics.capture_last_frame.labels(camera)
 
-    ctx = zmq.Context.instance()
+    ctx: zmq.Context = zmq.Context.instance()
     sock = ctx.socket(zmq.PUSH)
     sock.setsockopt(zmq.SNDHWM, c.sndhwm)
     sock.setsockopt(zmq.LINGER, 2000)
-    if c.curve_secret_key:
+    if c.curve_secret_key and c.curve_server_key:  # set together or not at all (config validation)
         security.make_client(sock, c.curve_secret_key, c.curve_server_key)
     sock.connect(c.frames_endpoint)
     epoch, seq, index = new_epoch(), 0, 0

@@ -26,7 +26,7 @@ class DatasetError(ValueError):
     """A directory that is not a readable CDnet-format dataset; the message names the file at fault."""
 
 
-def read_gray(path):
+def read_gray(path: pathlib.Path | str) -> np.ndarray:
     """An image file as grayscale uint8, shape (h, w).
 
     Raises
@@ -69,7 +69,7 @@ class Sequence:
     roi_last: int
 
     @classmethod
-    def open(cls, root, name=None):
+    def open(cls, root: pathlib.Path | str, name: str | None = None) -> "Sequence":
         """Check the layout of ``root`` and read its frame ranges.
 
         Raises
@@ -99,15 +99,15 @@ class Sequence:
         category = root.parent.name
         return cls(root, name or f"{category}/{root.name}", category, numbers[0], numbers[-1], first, last)
 
-    def input_path(self, i):
+    def input_path(self, i: int) -> pathlib.Path:
         """Path of input frame ``i`` (1-based)."""
         return self.root / "input" / f"in{i:06d}.jpg"
 
-    def gt_path(self, i):
+    def gt_path(self, i: int) -> pathlib.Path:
         """Path of the ground truth of frame ``i`` (1-based)."""
         return self.root / "groundtruth" / f"gt{i:06d}.png"
 
-    def scored_frames(self, a=None, b=None):
+    def scored_frames(self, a: int | None = None, b: int | None = None) -> list[int]:
         """Frames to score: inside temporalROI and ``a..b``, with a ground-truth file.
 
         Parameters
@@ -134,7 +134,7 @@ class Sequence:
             )
         return [i for i in range(a, b + 1) if self.gt_path(i).is_file()]
 
-    def roi(self, shape):
+    def roi(self, shape: tuple[int, ...]) -> np.ndarray | None:
         """The spatial region of interest as bool (h, w), or None when the sequence has none.
 
         Raises
@@ -153,7 +153,7 @@ class Sequence:
                 return roi > 0
         return None
 
-    def frames(self, a, b):
+    def frames(self, a: int, b: int) -> np.ndarray:
         """Input frames ``a..b`` (1-based, inclusive) as grayscale uint8, shape (b - a + 1, h, w).
 
         The size is checked on the first frame before the stack is allocated.
@@ -176,7 +176,7 @@ class Sequence:
             out[k] = f
         return out
 
-    def labels(self, i, shape, roi=None):
+    def labels(self, i: int, shape: tuple[int, ...], roi: np.ndarray | None = None) -> np.ndarray:
         """CDnet labels of frame ``i`` as uint8 (h, w), pixels outside ``roi`` set to 85 (not scored).
 
         Raises
@@ -193,7 +193,7 @@ class Sequence:
         return g
 
 
-def find_sequences(root):
+def find_sequences(root: pathlib.Path | str) -> list[Sequence]:
     """The sequences under ``root``: the directory itself, its children, or ``root/<category>/<sequence>``.
 
     Parameters

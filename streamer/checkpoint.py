@@ -11,6 +11,8 @@ Loading never unpickles (``allow_pickle=False``).
 import os
 import tempfile
 import zipfile
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -19,12 +21,12 @@ class CheckpointError(Exception):
     """A checkpoint file that exists but cannot be read (truncated, not npz, unreadable)."""
 
 
-def path_for(state_dir, camera):
+def path_for(state_dir: str, camera: str) -> str:
     """Checkpoint path of ``camera`` in ``state_dir``: ``<state_dir>/<camera>.npz``."""
     return os.path.join(state_dir, f"{camera}.npz")
 
 
-def save(path, arrays):
+def save(path: str, arrays: Mapping[str, Any]) -> int:
     """Write ``arrays`` to ``path`` atomically (temp file, fsync, rename, fsync of the directory).
 
     Parameters
@@ -69,7 +71,7 @@ def save(path, arrays):
     return size
 
 
-def load(path):
+def load(path: str) -> dict[str, np.ndarray] | None:
     """Read a checkpoint written by :func:`save`.
 
     Parameters

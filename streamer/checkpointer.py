@@ -6,13 +6,21 @@ write runs on a thread so that no frame waits for the disk, and is skipped while
 one is still being written (docs/design.md, "Checkpoints").
 """
 
+from __future__ import annotations
+
+import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Optional
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
 from streamer import checkpoint
+
+if TYPE_CHECKING:
+    from core.streaming.background import KDRSDLBackgroundSubtractor
+    from streamer.metrics import WorkerMetrics
+    from streamer.protocol import SequenceTracker
 
 
 class Checkpointer:
@@ -29,13 +37,13 @@ class Checkpointer:
     log : logging.Logger
     """
 
-    def __init__(self, path, interval_s, camera, metrics, log):
+    def __init__(self, path: str, interval_s: float, camera: str, metrics: WorkerMetrics, log: logging.Logger) -> None:
         self.path, self.interval_s, self.camera, self.metrics, self.log = path, interval_s, camera, metrics, log
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
-        self._pending = None
+        self._pending: Future[None] | None = None
         self._next = time.monotonic() + interval_s
 
-    def restore(self, model, tracker) -> Optional[str]:
+    def restore(self, model: KDRSDLBackgroundSubtractor, tracker: SequenceTracker) -> Optional[str]:
         """Resume ``model`` and ``tracker`` from the file; the outcome label, or None without a file.
 
         Returns
@@ -49,7 +57,7 @@ class Checkpointer:
             self.metrics.checkpoint_restores[outcome].inc()
         return outcome
 
-    def _restore(self, model, tracker):
+    def _restore(self, model: KDRSDLBackgroundSubtractor, tracker: SequenceTracker) -> Optional[str]:
         try:
             arrays = checkpoint.load(self.path)
         except checkpoint.CheckpointError as exc:
@@ -76,7 +84,7 @@ class Checkpointer:
         )
         return "warm" if warm else "window"
 
-    def tick(self, model, tracker) -> None:
+    def tick(self, model: KDRSDLBackgroundSubtractor, tracker: SequenceTracker) -> None:
         """Start a periodic checkpoint on the thread when one is due."""
         if time.monotonic() < self._next:
             return
@@ -86,25 +94,27 @@ class Checkpointer:
             if arrays is not None:
                 self._pending = self._writer.submit(self._write, arrays)
 
-    def close(self, model, tracker) -> None:
+    def close(self, model: KDRSDLBackgroundSubtractor, tracker: SequenceTracker) -> None:
         """Wait for a periodic write, then write the final checkpoint."""
         self._writer.shutdown(wait=True)
         arrays = self._arrays(model, tracker)
         if arrays is not None:
             self._write(arrays)
 
-    def _arrays(self, model, tracker):
+    def _arrays(
+        self, model: KDRSDLBackgroundSubtractor, tracker: SequenceTracker
+    ) -> dict[str, np.ndarray | np.generic] | None:
         """The model's checkpoint plus the worker's sequence position; None before the first frame."""
         arrays = model.checkpoint()
         if arrays is None:
             return None
         arrays["worker_camera"] = np.str_(self.camera)
-        if tracker.epoch is not None:
+        if tracker.epoch is not None and tracker.last is not None:
             arrays["worker_epoch"] = np.str_(tracker.epoch)
             arrays["worker_last_seq"] = np.int64(tracker.last)
         return arrays
 
-    def _write(self, arrays):
+    def _write(self, arrays: dict[str, np.ndarray | np.generic]) -> None:
         try:
             size = checkpoint.save(self.path, arrays)
         except OSError as exc:

@@ -6,6 +6,8 @@ one-line message, 1 on other failures.
 
 import argparse
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 from core.streaming.params import knobs
 from streamer.config import EX_CONFIG, MODEL_KNOBS_NOT_CONFIGURED, ConfigError, load
@@ -55,7 +57,7 @@ WORKER_KEYS.update(MODEL_KEYS)
 RUN_KEYS.update(MODEL_KEYS)
 
 
-def model_flags(parser):
+def model_flags(parser: argparse.ArgumentParser) -> None:
     """A flag per model knob (``--window``, ``--k-sigma``, ...), from the knobs' one declaration.
 
     Each sets ``model.<knob>`` (:data:`MODEL_KEYS`) over the configuration file; its help is the
@@ -66,7 +68,7 @@ def model_flags(parser):
         if f.name in MODEL_KNOBS_NOT_CONFIGURED:
             continue
         extra = "; ".join(x for x in (k.unit, k.range_text(), f"default {f.default}") if x)
-        opts = {"dest": f"model_{f.name}", "help": f"{k.meaning} ({extra})"}
+        opts: dict[str, Any] = {"dest": f"model_{f.name}", "help": f"{k.meaning} ({extra})"}
         if kind is bool:
             opts["action"] = argparse.BooleanOptionalAction
         else:
@@ -74,7 +76,7 @@ def model_flags(parser):
         group.add_argument("--" + f.name.replace("_", "-"), **opts)
 
 
-def _common(sp):
+def _common(sp) -> None:
     """--config and --camera."""
     sp.add_argument("--config", metavar="FILE", help="TOML configuration file; flags override it")
     sp.add_argument(
@@ -85,7 +87,7 @@ def _common(sp):
     )
 
 
-def _curve_client(sp):
+def _curve_client(sp) -> None:
     """CURVE client keys (capture, subscribe)."""
     sp.add_argument(
         "--curve-secret-key",
@@ -95,7 +97,7 @@ def _curve_client(sp):
     sp.add_argument("--curve-server-key", metavar="FILE", help="CURVE: the worker's public NAME.key")
 
 
-def _capture_parser(sub):
+def _capture_parser(sub) -> None:
     """The capture subcommand."""
     c = sub.add_parser("capture", help="read a source and push grayscale frames to a worker")
     _common(c)
@@ -115,7 +117,7 @@ def _capture_parser(sub):
     _curve_client(c)
 
 
-def _worker_parser(sub):
+def _worker_parser(sub) -> None:
     """The worker subcommand."""
     w = sub.add_parser("worker", help="keep a KDRSDL background model and publish a mask per frame")
     _common(w)
@@ -145,7 +147,7 @@ def _worker_parser(sub):
     )
 
 
-def _subscribe_parser(sub):
+def _subscribe_parser(sub) -> None:
     """The subscribe subcommand."""
     s = sub.add_parser("subscribe", help="print (and optionally save) the masks of a camera")
     _common(s)
@@ -155,14 +157,14 @@ def _subscribe_parser(sub):
     _curve_client(s)
 
 
-def _keygen_parser(sub):
+def _keygen_parser(sub) -> None:
     """The keygen subcommand."""
     k = sub.add_parser("keygen", help="write a CURVE key pair NAME.key (public) and NAME.key_secret into DIR")
     k.add_argument("dir", metavar="DIR")
     k.add_argument("name", metavar="NAME", help="e.g. worker-cam1, capture-cam1, subscriber-alarm")
 
 
-def _run_parser(sub):
+def _run_parser(sub) -> None:
     """The run subcommand."""
     r = sub.add_parser("run", help="capture + worker + subscriber in one command, for a first look")
     _common(r)
@@ -178,7 +180,7 @@ def _run_parser(sub):
     model_flags(r)
 
 
-def _evaluate_parser(sub):
+def _evaluate_parser(sub) -> None:
     """The evaluate subcommand."""
     e = sub.add_parser("evaluate", help="score methods on CDnet sequences (CDnet or paper protocol)")
     e.add_argument(
@@ -211,7 +213,7 @@ def _evaluate_parser(sub):
     e.add_argument("--report", metavar="DIR", help="write report.md with curves and a contact sheet per sequence")
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of every subcommand."""
     p = argparse.ArgumentParser(
         prog="kdrsdl",
@@ -226,7 +228,7 @@ def build_parser():
     return p
 
 
-def config_overrides(args):
+def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """``{"section.key": value}`` of the flags given to a service subcommand (None = not given)."""
     keys = {"capture": CAPTURE_KEYS, "worker": WORKER_KEYS, "subscribe": SUBSCRIBE_KEYS, "run": RUN_KEYS}[args.command]
     overrides = {key: getattr(args, dest) for dest, key in keys.items()}
@@ -234,7 +236,7 @@ def config_overrides(args):
     return overrides
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kdrsdl`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
     if args.command == "keygen":

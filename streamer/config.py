@@ -5,7 +5,8 @@ A configuration error makes the CLI exit with status 78 (EX_CONFIG), which the
 systemd units do not restart on.
 """
 
-from typing import TYPE_CHECKING, Literal, Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
@@ -32,12 +33,12 @@ class _CurveClient(_Strict):
     curve_server_key: Optional[str] = Field(None, description="the worker's public NAME.key file")
 
     @model_validator(mode="after")
-    def _curve_pair(self):
+    def _curve_pair(self) -> "_CurveClient":
         if (self.curve_secret_key is None) != (self.curve_server_key is None):
             raise ValueError("curve_secret_key and curve_server_key must be set together")
         if self.curve_secret_key is not None:
             read_key(self.curve_secret_key, secret=True)
-            read_key(self.curve_server_key, secret=False)
+            read_key(self.curve_server_key or "", secret=False)
         return self
 
 
@@ -55,19 +56,19 @@ class CaptureConfig(_CurveClient):
 
 
 class _ModelBase(_Strict):
-    def params(self):
+    def params(self) -> BackgroundParams:
         """The :class:`core.streaming.params.BackgroundParams` of this section."""
         return BackgroundParams(**self.model_dump())
 
 
-def _model_fields():
+def _model_fields() -> dict[str, Any]:
     """The ``[model]`` table's fields, from the knobs' one declaration (core.streaming.params)."""
-    out = {}
+    out: dict[str, Any] = {}
     for f, k, kind in knobs():
         if f.name in MODEL_KNOBS_NOT_CONFIGURED:
             continue
         t = Literal[k.choices] if k.choices else kind
-        bounds = {}
+        bounds: dict[str, Any] = {}
         if k.low is not None:
             bounds["gt" if k.low_open else "ge"] = k.low
         if k.high is not None:
@@ -100,12 +101,12 @@ class WorkerConfig(_Strict):
     curve_authorized_keys: Optional[str] = Field(None, description="directory of the clients' public NAME.key files")
 
     @model_validator(mode="after")
-    def _curve_pair(self):
+    def _curve_pair(self) -> "WorkerConfig":
         if (self.curve_secret_key is None) != (self.curve_authorized_keys is None):
             raise ValueError("curve_secret_key and curve_authorized_keys must be set together")
         if self.curve_secret_key is not None:
             read_key(self.curve_secret_key, secret=True)
-            check_key_dir(self.curve_authorized_keys)
+            check_key_dir(self.curve_authorized_keys or "")
         return self
 
 
@@ -124,11 +125,11 @@ class Config(_Strict):
 
     @field_validator("camera")
     @classmethod
-    def _camera(cls, v):
+    def _camera(cls, v: str) -> str:
         return validate_camera(v)
 
 
-def _one_line(exc):
+def _one_line(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
     msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
@@ -136,7 +137,7 @@ def _one_line(exc):
     return f"{loc}: {msg}{more}"
 
 
-def load(path=None, overrides=None):
+def load(path: str | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
     """Load a configuration file and apply overrides.
 
     Parameters
@@ -157,7 +158,7 @@ def load(path=None, overrides=None):
         If the file is missing or unreadable, is not TOML, has an unknown key or
         a value out of range; the message names the file and key.
     """
-    data = {}
+    data: dict[str, Any] = {}
     if path is not None:
         try:
             with open(path, "rb") as f:

@@ -15,12 +15,14 @@ Protocols (docs: README "Evaluation"):
   lambda sweep (20 values, ``2 * logspace(-1, -4, 20)``), best AUC and its lambda.
 """
 
+import argparse
 import json
 import os
 import pathlib
 import sys
 import time
 import warnings
+from typing import Any
 
 import cv2
 import numpy as np
@@ -30,8 +32,9 @@ from core.evaluation.metrics import Confusion, ScoreHistogram, cdnet_average, cd
 from core.solver.kdrsdl import ConvergenceWarning, kdrsdl
 from core.solver.rpca import rpca_ialm
 from core.streaming.background import KDRSDLBackgroundSubtractor
+from core.streaming.params import BackgroundParams
 from streamer import peers
-from streamer.cdnet import DatasetError, find_sequences
+from streamer.cdnet import DatasetError, Sequence, find_sequences
 
 PROTOCOLS = ("cdnet", "paper")
 PAPER_METHODS = ("kdrsdl", "kdrsdl-stream", "mog2", "knn", "rpca")
@@ -50,7 +53,7 @@ CONTACT_ROWS = 4
 __all__ = ["DatasetError", "evaluate", "format_table", "main"]
 
 
-def parse_frames(spec):
+def parse_frames(spec: str | None) -> tuple[int | None, int | None]:
     """``A:B`` (1-based, inclusive) as two ints, or ``(None, None)``.
 
     Raises
@@ -67,7 +70,7 @@ def parse_frames(spec):
     return a, b
 
 
-def scored_labels(seq, numbers, shape):
+def scored_labels(seq: Sequence, numbers: list[int], shape: tuple[int, ...]) -> np.ndarray:
     """Labels of the scored frames, ROI applied (outside it: 85, not scored), values checked.
 
     Parameters
@@ -99,7 +102,15 @@ def scored_labels(seq, numbers, shape):
     return out
 
 
-def run_cdnet(sub, X, first, scored, G, picks, progress):
+def run_cdnet(
+    sub: peers.Subtractor,
+    X: np.ndarray,
+    first: int,
+    scored: list[int],
+    G: np.ndarray,
+    picks: set[int],
+    progress: tqdm,
+) -> tuple[dict[str, Any], dict[int, np.ndarray], ScoreHistogram | None]:
     """One method over every frame of a sequence, CDnet's counts summed over the scored ones.
 
     Parameters
@@ -149,7 +160,7 @@ def run_cdnet(sub, X, first, scored, G, picks, progress):
             hist.add(score[valid], positive[valid])
         if first + t in picks:
             picked[first + t] = mask
-    entry = {
+    entry: dict[str, Any] = {
         "available": True,
         **counts.as_dict(),
         "auc": hist.auc() if hist else None,
@@ -160,7 +171,13 @@ def run_cdnet(sub, X, first, scored, G, picks, progress):
     return entry, picked, hist
 
 
-def evaluate_cdnet(seq, methods, frames=(None, None), report=None, model=None):
+def evaluate_cdnet(
+    seq: Sequence,
+    methods: list[str],
+    frames: tuple[int | None, int | None] = (None, None),
+    report: pathlib.Path | None = None,
+    model: BackgroundParams | None = None,
+) -> dict[str, Any]:
     """One sequence under CDnet's protocol; the JSON-able entry.
 
     Parameters
@@ -181,7 +198,7 @@ def evaluate_cdnet(seq, methods, frames=(None, None), report=None, model=None):
         A missing or unreadable frame or ground truth, an ROI of another size.
     """
     scored = seq.scored_frames(*frames)
-    entry = {
+    entry: dict[str, Any] = {
         "category": seq.category,
         "path": str(seq.root),
         "temporal_roi": [seq.roi_first, seq.roi_last],
@@ -255,7 +272,9 @@ def _paper_method(method, X):
     return score, mask, params, time.perf_counter() - t0
 
 
-def evaluate_paper(seq, methods, frames=(None, None), sweep=False):
+def evaluate_paper(
+    seq: Sequence, methods: list[str], frames: tuple[int | None, int | None] = (None, None), sweep: bool = False
+) -> dict[str, Any]:
     """One sequence under the paper's protocol; the JSON-able entry.
 
     Raises
@@ -264,7 +283,7 @@ def evaluate_paper(seq, methods, frames=(None, None), sweep=False):
         A range outside temporalROI, a missing or unreadable frame or ground truth.
     """
     a, b = frames
-    if a is None:
+    if a is None or b is None:  # parse_frames gives both or neither
         a, b = seq.roi_first, min(seq.roi_last, seq.roi_first + PAPER_FRAMES - 1)
     numbers = seq.scored_frames(a, b)
     missing = sorted(set(range(a, b + 1)) - set(numbers))
@@ -275,7 +294,7 @@ def evaluate_paper(seq, methods, frames=(None, None), sweep=False):
     X = np.stack([cv2.resize(f, PAPER_SIZE[::-1], interpolation=cv2.INTER_AREA) for f in full])
     G = np.stack([cv2.resize(g, PAPER_SIZE[::-1], interpolation=cv2.INTER_NEAREST) for g in G])
     valid, positive = cdnet_labels(G)
-    entry = {
+    entry: dict[str, Any] = {
         "category": seq.category,
         "path": str(seq.root),
         "frames": [a, b],
@@ -306,7 +325,15 @@ def evaluate_paper(seq, methods, frames=(None, None), sweep=False):
 
 
 # ----------------------------------------------------------------------------- the run
-def evaluate(root, protocol="cdnet", methods=None, frames=None, sweep=False, report=None, model=None):
+def evaluate(
+    root: str | pathlib.Path,
+    protocol: str = "cdnet",
+    methods: list[str] | None = None,
+    frames: str | None = None,
+    sweep: bool = False,
+    report: str | pathlib.Path | None = None,
+    model: BackgroundParams | None = None,
+) -> dict[str, Any]:
     """Evaluate methods on every sequence under ``root``; returns the JSON-able result.
 
     Parameters
@@ -351,7 +378,12 @@ def evaluate(root, protocol="cdnet", methods=None, frames=None, sweep=False, rep
     span = parse_frames(frames)
     sequences = find_sequences(root)
     report = pathlib.Path(report) if report else None
-    result = {"protocol": protocol, "root": str(pathlib.Path(root).resolve()), "methods": methods, "sequences": {}}
+    result: dict[str, Any] = {
+        "protocol": protocol,
+        "root": str(pathlib.Path(root).resolve()),
+        "methods": methods,
+        "sequences": {},
+    }
     for seq in tqdm(sequences, desc="sequences", unit="sequence", disable=len(sequences) == 1):
         if protocol == "cdnet":
             result["sequences"][seq.name] = evaluate_cdnet(seq, methods, span, report, model)
@@ -381,7 +413,7 @@ def _fmt(v, width=9, digits=3):
     return f"{v:{width}.{digits}f}" if isinstance(v, float) else f"{'-':>{width}s}"
 
 
-def format_table(result):
+def format_table(result: dict[str, Any]) -> str:
     """The result as fixed-width text: a row per sequence and method, then CDnet's means."""
     cols = ("f_measure", "precision", "recall", "pwc", "auc", "fps")
     head = f"{'sequence':28s}{'method':14s}" + "".join(f"{c:>10s}" for c in cols)
@@ -411,7 +443,7 @@ def format_table(result):
     return "\n".join(lines)
 
 
-def f_measure_matrix(result, key="f_measure"):
+def f_measure_matrix(result: dict[str, Any], key: str = "f_measure") -> str:
     """A Markdown table: a row per sequence, a column per method, then the category and overall means."""
     methods = [m for m in result["methods"] if m not in result["unavailable"]]
     lines = ["| sequence | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
@@ -429,7 +461,7 @@ def f_measure_matrix(result, key="f_measure"):
     return "\n".join(lines)
 
 
-def _sequence_figures(directory, seq, entry, hists, X, G, first, scored, picked):
+def _sequence_figures(directory, seq, entry, hists, X, G, first, scored, picked) -> None:
     """ROC / precision-recall figure and contact sheet of one sequence, in ``directory``."""
     import matplotlib
 
@@ -481,7 +513,7 @@ def _sequence_figures(directory, seq, entry, hists, X, G, first, scored, picked)
         cv2.imwrite(str(directory / f"{stem}_contact_sheet.png"), np.vstack(rows))
 
 
-def write_report(directory, result):
+def write_report(directory: str | pathlib.Path, result: dict[str, Any]) -> None:
     """``report.md``: the F-measure matrix, every sequence's rows, curves and contact sheet."""
     d = pathlib.Path(directory)
     d.mkdir(parents=True, exist_ok=True)
@@ -506,7 +538,7 @@ def write_report(directory, result):
     (d / "report.md").write_text("\n".join(lines))
 
 
-def main(args):
+def main(args: argparse.Namespace) -> int:
     """CLI body: returns the exit status (2 for a dataset or argument error)."""
     try:
         methods = [m.strip() for m in args.methods.split(",")] if args.methods else None

@@ -8,8 +8,9 @@ happened, for the caller to count (docs/design.md, "Wire format").
 """
 
 import collections
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from streamer.protocol import Message, ProtocolError, SequenceTracker, decode
 
@@ -62,7 +63,7 @@ class Intake:
     tracker: SequenceTracker = field(default_factory=SequenceTracker)
     backlog: collections.deque = field(default_factory=collections.deque)
 
-    def offer(self, parts) -> Offered:
+    def offer(self, parts: Sequence[Any]) -> Offered:
         """Take one message (its frames, bytes-like); returns :class:`Offered`."""
         try:
             msg = decode(parts, "frame", max_side=self.max_side)

@@ -4,13 +4,14 @@ import logging
 import signal
 import sys
 import threading
+from types import FrameType
 
 
-def install_stop_handlers():
+def install_stop_handlers() -> threading.Event:
     """Return an Event set by SIGTERM or SIGINT (a clean stop: loops finish and close sockets)."""
     stop = threading.Event()
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     signal.signal(signal.SIGTERM, handler)
@@ -18,7 +19,7 @@ def install_stop_handlers():
     return stop
 
 
-def setup_logging(role, camera):
+def setup_logging(role: str, camera: str) -> logging.Logger:
     """Log lines ``<level> <role>[<camera>] <message>`` to stderr."""
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format=f"%(asctime)s %(levelname)s {role}[{camera}] %(message)s"

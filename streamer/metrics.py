@@ -19,12 +19,12 @@ STALE_AFTER_S = 30.0
 _last_beat = [time.monotonic()]
 
 
-def beat():
+def beat() -> None:
     """Record that the main loop made progress (read by /healthz)."""
     _last_beat[0] = time.monotonic()
 
 
-def health(age_s, stale_after_s=STALE_AFTER_S):
+def health(age_s: float, stale_after_s: float = STALE_AFTER_S) -> tuple[str, str]:
     """The /healthz answer for a main loop that last made progress ``age_s`` seconds ago.
 
     Returns
@@ -56,7 +56,7 @@ class _Server(socketserver.ThreadingMixIn, WSGIServer):
 
 
 class _Quiet(WSGIRequestHandler):
-    def log_message(self, *args):
+    def log_message(self, *args) -> None:
         pass
 
 
@@ -150,7 +150,7 @@ class WorkerMetrics:
     camera : str
     """
 
-    def __init__(self, camera):
+    def __init__(self, camera: str) -> None:
         self.received = worker_received.labels(camera)
         self.processed = worker_processed.labels(camera)
         self.lost = worker_lost.labels(camera)
@@ -175,13 +175,13 @@ class WorkerMetrics:
         self.handshakes_failed = {s: handshakes_failed.labels(camera, s) for s in SOCKETS}
         self.rejected = {r: worker_rejected.labels(r) for r in REJECT_REASONS}
 
-    def progress(self):
+    def progress(self) -> None:
         """The main loop made progress: the gauge, and the /healthz heartbeat."""
         self.last_progress.set(time.time())
         beat()
 
 
-def serve(port, role, camera, addr="127.0.0.1"):
+def serve(port: int, role: str, camera: str, addr: str = "127.0.0.1") -> WSGIServer | None:
     """Serve /metrics and /healthz on ``addr:port`` (0 = off) and set build_info.
 
     Parameters

@@ -81,7 +81,8 @@ class ModelStage:
 
     def restored(self) -> None:
         """A warm checkpoint was restored: the facts say so."""
-        self.facts = SolverFacts("restored", 0, None, int(self.model.state.rank))
+        state = self.model.state
+        self.facts = SolverFacts("restored", 0, None, 0 if state is None else int(state.rank))
 
     def process(self, image: np.ndarray) -> StageReport:
         """One frame (h, w) uint8 through the model; a :class:`StageReport`."""

@@ -7,9 +7,10 @@ makes progress (sd_notify(3)). Without $NOTIFY_SOCKET it does nothing.
 import os
 import socket
 import time
+from collections.abc import Callable
 
 
-def systemd_notifier(min_interval_s=1.0):
+def systemd_notifier(min_interval_s: float = 1.0) -> Callable[[str], None] | None:
     """Return ``notify(state)``; None when not run under systemd (no $NOTIFY_SOCKET).
 
     Watchdog pings are rate-limited to one per ``min_interval_s`` seconds.
@@ -22,7 +23,7 @@ def systemd_notifier(min_interval_s=1.0):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     last = {"WATCHDOG=1": 0.0}
 
-    def notify(state):
+    def notify(state: str) -> None:
         now = time.monotonic()
         if state in last:
             if now - last[state] < min_interval_s:

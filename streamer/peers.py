@@ -147,7 +147,7 @@ RNG_SEED = 0
 METHODS = tuple(_FACTORIES)
 
 
-def create(name, model=None) -> Subtractor:
+def create(name: str, model: BackgroundParams | None = None) -> Subtractor:
     """A fresh instance of method ``name``.
 
     Parameters
@@ -174,7 +174,7 @@ def create(name, model=None) -> Subtractor:
     return _FACTORIES[name]()
 
 
-def availability(name) -> Optional[str]:
+def availability(name: str) -> Optional[str]:
     """None when method ``name`` can run here, else why not and how to install it."""
     try:
         create(name)

@@ -15,7 +15,9 @@ A message is three frames: ``[topic, header, payload]``.
 import json
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +36,7 @@ REJECT_LOG_EVERY = 100
 class ProtocolError(ValueError):
     """A message that breaks the protocol; ``reason`` is a short label for metrics."""
 
-    def __init__(self, reason, detail):
+    def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
 
@@ -58,24 +60,26 @@ class Message:
     image: np.ndarray
 
 
-def new_epoch():
+def new_epoch() -> str:
     """A random id (16 hex characters) for a sender process's start."""
     return secrets.token_hex(8)
 
 
-def topic(kind, camera):
+def topic(kind: str, camera: str) -> bytes:
     """Topic bytes ``b"<kind>/<camera>/"``."""
     return f"{kind}/{camera}/".encode()
 
 
-def validate_camera(camera):
+def validate_camera(camera: object) -> str:
     """Return ``camera`` if it is a valid name (1-64 of ``A-Za-z0-9_.-``), else raise ValueError."""
     if not isinstance(camera, str) or not CAMERA_RE.match(camera):
         raise ValueError(f"camera name must be 1-64 characters of A-Z a-z 0-9 _ . -, got {camera!r}")
     return camera
 
 
-def encode(kind, camera, epoch, seq, t_capture_ns, image, **extra):
+def encode(
+    kind: str, camera: str, epoch: str, seq: int, t_capture_ns: int, image: np.ndarray, **extra: Any
+) -> list[bytes | memoryview]:
     """Build the three parts of a message.
 
     Parameters
@@ -109,10 +113,10 @@ def encode(kind, camera, epoch, seq, t_capture_ns, image, **extra):
         "encoding": "raw",
         **extra,
     }
-    return [topic(kind, camera), json.dumps(header, separators=(",", ":")).encode(), memoryview(image).cast("B")]
+    return [topic(kind, camera), json.dumps(header, separators=(",", ":")).encode(), image.data.cast("B")]
 
 
-def decode(parts, kind, max_side=MAX_SIDE):
+def decode(parts: Sequence[Any], kind: str, max_side: int = MAX_SIDE) -> Message:
     """Validate and decode a received multipart message.
 
     Parameters
@@ -188,16 +192,17 @@ def decode(parts, kind, max_side=MAX_SIDE):
 class SequenceTracker:
     """Counts gaps in ``seq`` within a sender epoch; a new epoch is a restart, not a loss."""
 
-    def __init__(self):
-        self.epoch, self.last = None, None
+    def __init__(self) -> None:
+        self.epoch: str | None = None
+        self.last: int | None = None
 
-    def update(self, epoch, seq):
+    def update(self, epoch: str, seq: int) -> tuple[int, bool]:
         """Return ``(lost, restarted)`` for a received ``(epoch, seq)``; ``lost`` < 0 means a repeated or old seq."""
         if epoch != self.epoch:
             restarted = self.epoch is not None
             self.epoch, self.last = epoch, seq
             return seq if not restarted else 0, restarted
-        lost = seq - self.last - 1
+        lost = seq - (self.last or 0) - 1
         if lost >= 0:
             self.last = seq
         return lost, False

@@ -7,28 +7,38 @@ synthetic scene), and prints a summary. With ``--output``, writes the masks and 
 contact sheet (frame | background | foreground score | mask).
 """
 
+from __future__ import annotations
+
 import json
+import logging
 import os
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tomli_w
 from tqdm import tqdm
 
 from core.evaluation.metrics import Confusion, confusion
+from streamer.protocol import Message
 from streamer.sources import SyntheticSource, describe
 from streamer.subscriber import run_subscriber
+
+if TYPE_CHECKING:
+    from streamer.config import Config
 
 #: Seconds a child gets to stop after SIGTERM before it is killed: the worker stops within 5 s at
 #: any resolution (streamer/worker.py), the capture at once.
 CHILD_STOP_TIMEOUT_S = 10.0
 
 
-def stop_children(children, timeout, log):
+def stop_children(
+    children: dict[str, subprocess.Popen], timeout: float, log: logging.Logger
+) -> tuple[dict[str, int | None], list[str]]:
     """SIGTERM every child still running, wait up to ``timeout`` s in all, SIGKILL the rest.
 
     Parameters
@@ -61,23 +71,23 @@ def stop_children(children, timeout, log):
     return {name: p.returncode for name, p in children.items()}, killed
 
 
-def _child(args, log_path):
+def _child(args: list[str], log_path: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "streamer", *args], stdout=subprocess.DEVNULL, stderr=open(log_path, "wb")
     )
 
 
-def write_config(cfg, path):
+def write_config(cfg: Config, path: str) -> None:
     """Write a :class:`streamer.config.Config` as TOML (unset values are left out: TOML has no null)."""
 
-    def drop_none(d):
+    def drop_none(d: dict[str, Any]) -> dict[str, Any]:
         return {k: drop_none(v) if isinstance(v, dict) else v for k, v in d.items() if v is not None}
 
     with open(path, "wb") as f:
         tomli_w.dump(drop_none(cfg.model_dump()), f)
 
 
-def run_all(cfg, stop, log):
+def run_all(cfg: Config, stop: threading.Event, log: logging.Logger) -> int:
     """Run the three parts until the source ends or ``max_frames`` masks arrived.
 
     Returns
@@ -104,24 +114,26 @@ def run_all(cfg, stop, log):
         return _run(child_cfg, stop, log, tmp, output, config_file, children)
     finally:
         # whatever happened, no child outlives this command (the capture first: the worker drains)
-        running = {name: children[name] for name in ("capture", "worker") if name in children}
+        running: dict[str, subprocess.Popen] = {
+            name: children[name] for name in ("capture", "worker") if name in children
+        }
         stop_children(running, CHILD_STOP_TIMEOUT_S, log)
 
 
 class _Progress:
     """The progress bar of ``kdrsdl run``: masks, fps, latency and the live F-measure (synthetic scene)."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: Config) -> None:
         c = cfg.capture
         synthetic = describe(c.source) == "synthetic"
         self.scene = SyntheticSource(c.source, c.width or None, c.height or None).scene if synthetic else None
-        self.warmup = cfg.model.window  # frames before the F-measure counts
+        self.warmup = cfg.model.params().window  # frames before the F-measure counts
         self.total = Confusion(0, 0, 0, 0)
-        self.latencies = []
+        self.latencies: list[float] = []
         self.bar = tqdm(total=c.max_frames or None, unit="mask", desc="kdrsdl run", file=sys.stderr)
         self.t_start = time.monotonic()
 
-    def on_mask(self, msg):
+    def on_mask(self, msg: Message) -> None:
         h = msg.header
         self.latencies.append(h["latency_s"])
         post = {
@@ -134,7 +146,7 @@ class _Progress:
         self.bar.set_postfix(post, refresh=False)
         self.bar.update(1)
 
-    def summary(self, received):
+    def summary(self, received: int) -> dict[str, Any]:
         elapsed = time.monotonic() - self.t_start
         lat = np.array(self.latencies) if self.latencies else np.zeros(1)
         f = self.total.f_measure
@@ -148,7 +160,15 @@ class _Progress:
         }
 
 
-def _run(cfg, stop, log, tmp, output, config_file, children):
+def _run(
+    cfg: Config,
+    stop: threading.Event,
+    log: logging.Logger,
+    tmp: str,
+    output: str | None,
+    config_file: str,
+    children: dict[str, subprocess.Popen],
+) -> int:
     worker = children["worker"]
     # let the worker bind first (frames sent earlier would be counted drops): its ipc file appears
     deadline = time.monotonic() + 30
@@ -160,7 +180,7 @@ def _run(cfg, stop, log, tmp, output, config_file, children):
     cfg.subscribe.count = cfg.capture.max_frames
     sub_stop = threading.Event()
 
-    def watch():
+    def watch() -> None:
         while not stop.is_set() and not sub_stop.is_set():
             if capture.poll() is not None:
                 # source ended: give the worker a moment to publish the last masks

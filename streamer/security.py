@@ -18,7 +18,7 @@ import zmq.utils.monitor
 from zmq.auth.thread import ThreadAuthenticator
 
 
-def read_key(path, secret):
+def read_key(path: str, secret: bool) -> tuple[bytes, bytes | None]:
     """Load a ZeroMQ certificate file.
 
     Parameters
@@ -50,14 +50,14 @@ def read_key(path, secret):
     return public, secret_key if secret else None
 
 
-def check_key_dir(path):
+def check_key_dir(path: str) -> str:
     """Raise ValueError unless ``path`` is a directory holding at least one ``*.key`` certificate."""
     if not os.path.isdir(path) or not any(n.endswith(".key") for n in os.listdir(path)):
         raise ValueError(f"{path!r} is not a directory of authorized public keys (NAME.key files)")
     return path
 
 
-def start_authenticator(ctx, authorized_keys):
+def start_authenticator(ctx: zmq.Context, authorized_keys: str) -> ThreadAuthenticator:
     """Start the ZAP handler of ``ctx`` admitting the CURVE clients whose keys are in ``authorized_keys``.
 
     Returns
@@ -71,14 +71,14 @@ def start_authenticator(ctx, authorized_keys):
     return auth
 
 
-def make_server(sock, secret_key_file):
+def make_server(sock: zmq.Socket, secret_key_file: str) -> None:
     """Make ``sock`` a CURVE server with the key pair in ``secret_key_file`` (before bind)."""
     public, secret = read_key(secret_key_file, secret=True)
     sock.curve_publickey, sock.curve_secretkey = public, secret
     sock.curve_server = True
 
 
-def make_client(sock, secret_key_file, server_key_file):
+def make_client(sock: zmq.Socket, secret_key_file: str, server_key_file: str) -> None:
     """Make ``sock`` a CURVE client of the server whose public key is in ``server_key_file`` (before connect)."""
     public, secret = read_key(secret_key_file, secret=True)
     server_public, _ = read_key(server_key_file, secret=False)
@@ -86,7 +86,7 @@ def make_client(sock, secret_key_file, server_key_file):
     sock.curve_serverkey = server_public
 
 
-def create_keys(directory, name):
+def create_keys(directory: str, name: str) -> tuple[str, str]:
     """Write a certificate pair ``NAME.key`` and ``NAME.key_secret`` (mode 0600) into ``directory``.
 
     Returns the two paths (public, secret).
@@ -98,14 +98,14 @@ def create_keys(directory, name):
 
 
 #: Monitor events of a refused peer: a wrong or unauthorized key, or no CURVE at all.
-FAILED_HANDSHAKE_EVENTS = {
+FAILED_HANDSHAKE_EVENTS: dict[int, str] = {
     zmq.EVENT_HANDSHAKE_FAILED_AUTH: "not authorized",
     zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "protocol or mechanism mismatch",
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake failed",
 }
 
 
-def handshake_monitor(sock):
+def handshake_monitor(sock: zmq.Socket) -> zmq.Socket:
     """A PAIR socket that receives ``sock``'s failed-handshake events (see :func:`failed_handshakes`)."""
     mask = 0
     for event in FAILED_HANDSHAKE_EVENTS:
@@ -113,10 +113,10 @@ def handshake_monitor(sock):
     return sock.get_monitor_socket(mask)
 
 
-def failed_handshakes(monitor):
+def failed_handshakes(monitor: zmq.Socket) -> list[str]:
     """The failed handshakes queued on ``monitor`` since the last call (non-blocking), as descriptions."""
     out = []
     while monitor.poll(0):
         event = zmq.utils.monitor.recv_monitor_message(monitor)
-        out.append(f"{FAILED_HANDSHAKE_EVENTS.get(event['event'], 'handshake failed')} from {event['endpoint']!r}")
+        out.append(f"{FAILED_HANDSHAKE_EVENTS.get(int(event['event']), 'handshake failed')} from {event['endpoint']!r}")
     return out

@@ -25,7 +25,7 @@ class EndOfStream(SourceError):
     """A file source reached its end (and does not loop)."""
 
 
-def describe(spec):
+def describe(spec: str) -> str:
     """Kind of a source spec: "synthetic", "camera", "stream" or "file"."""
     if spec == "synthetic" or spec.startswith("synthetic:"):
         return "synthetic"
@@ -43,7 +43,7 @@ class SyntheticSource:
     truth for any frame is available from the scene.
     """
 
-    def __init__(self, spec, width=None, height=None):
+    def __init__(self, spec: str, width: int | None = None, height: int | None = None) -> None:
         w, h = 320, 240
         if ":" in spec:
             try:
@@ -53,13 +53,13 @@ class SyntheticSource:
         self.scene = SyntheticScene(height or h, width or w)
         self.t = 0
 
-    def read(self):
+    def read(self) -> np.ndarray:
         """Next frame, shape (h, w), uint8."""
         frame = self.scene.frame_uint8(self.t)
         self.t += 1
         return frame
 
-    def release(self):
+    def release(self) -> None:
         """Nothing to release."""
 
 
@@ -81,14 +81,14 @@ class OpenCVSource:
         If the source cannot be opened.
     """
 
-    def __init__(self, spec, loop=False, read_timeout_s=READ_TIMEOUT_MS / 1000):
+    def __init__(self, spec: str, loop: bool = False, read_timeout_s: float = READ_TIMEOUT_MS / 1000) -> None:
         self.spec, self.loop, self.read_timeout_s = spec, loop, read_timeout_s
         self.kind = describe(spec)
         if self.kind == "file" and not os.path.exists(spec):
             raise SourceError(f"video file {spec!r} does not exist")
         self.cap = self._open()
 
-    def _open(self):
+    def _open(self) -> cv2.VideoCapture:
         if self.kind == "camera":
             cap = cv2.VideoCapture(int(self.spec))
         elif self.kind == "stream":
@@ -113,7 +113,7 @@ class OpenCVSource:
             raise SourceError(f"cannot open {self.kind} source {self.spec!r}")
         return cap
 
-    def read(self):
+    def read(self) -> np.ndarray:
         """Next frame as grayscale, shape (h, w), uint8.
 
         Raises
@@ -142,12 +142,14 @@ class OpenCVSource:
             frame = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
         return frame
 
-    def release(self):
+    def release(self) -> None:
         """Release the capture (a VideoCapture never recovers after a failure)."""
         self.cap.release()
 
 
-def open_source(spec, loop=False, width=None, height=None):
+def open_source(
+    spec: str, loop: bool = False, width: int | None = None, height: int | None = None
+) -> SyntheticSource | OpenCVSource:
     """Open a source by its spec; see :func:`describe`.
 
     Raises
@@ -160,7 +162,7 @@ def open_source(spec, loop=False, width=None, height=None):
     return OpenCVSource(spec, loop=loop)
 
 
-def resize(frame, width, height):
+def resize(frame: np.ndarray, width: int | None, height: int | None) -> np.ndarray:
     """Resize to ``width x height`` pixels when both are set (INTER_AREA), else return as is."""
     if width and height and frame.shape != (height, width):
         return cv2.resize(frame, (width, height), interpolation=cv2.INTER_AREA)

@@ -3,18 +3,33 @@
 Any ZeroMQ SUB socket in any language can do the same (README, "Wire format").
 """
 
+from __future__ import annotations
+
 import json
+import logging
 import os
 import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
 
 import cv2
 import zmq
 
 from streamer import security
-from streamer.protocol import MAX_SIDE, REJECT_LOG_EVERY, ProtocolError, SequenceTracker, decode, topic
+from streamer.protocol import MAX_SIDE, REJECT_LOG_EVERY, Message, ProtocolError, SequenceTracker, decode, topic
+
+if TYPE_CHECKING:
+    from streamer.config import Config
 
 
-def run_subscriber(cfg, stop, log, on_mask=None, out=sys.stdout):
+def run_subscriber(
+    cfg: Config,
+    stop: threading.Event,
+    log: logging.Logger,
+    on_mask: Callable[[Message], None] | None = None,
+    out: TextIO = sys.stdout,
+) -> dict[str, int]:
     """Receive masks until ``stop`` is set or ``count`` masks arrived.
 
     Prints one JSON line per mask on ``out`` (``seq``, ``frame_seq``,
@@ -86,7 +101,7 @@ def _socket(s, camera):
     return sock
 
 
-def _write_png(directory, msg):
+def _write_png(directory, msg) -> None:
     h = msg.header
     name = f"mask_{h.get('frame_epoch', 'x')}_{h.get('frame_seq', h['seq']):06d}.png"
     cv2.imwrite(os.path.join(directory, name), msg.image)

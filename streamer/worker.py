@@ -9,7 +9,13 @@ directory, the checkpointer writes the model atomically every ``checkpoint_inter
 clean stop, and resumes from a valid checkpoint at start (:mod:`streamer.checkpointer`).
 """
 
+from __future__ import annotations
+
+import logging
+import threading
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
@@ -20,7 +26,12 @@ from streamer.checkpointer import Checkpointer
 from streamer.intake import Intake
 from streamer.metrics import WorkerMetrics, serve
 from streamer.model_stage import ModelStage
-from streamer.protocol import REJECT_LOG_EVERY, encode, new_epoch
+from streamer.protocol import REJECT_LOG_EVERY, Message, encode, new_epoch
+
+if TYPE_CHECKING:
+    from core.streaming.background import FrameResult
+    from core.streaming.refit import RefitReport
+    from streamer.config import Config, WorkerConfig
 
 #: Seconds the worker waits at stop for an abandoned refit to end (the solver checks between
 #: iterations and between the cold start's per-slice SVDs; the refit thread is a daemon and does
@@ -30,7 +41,9 @@ STOP_REFIT_WAIT_S = 2.0
 POLL_MS = 200
 
 
-def contact_sheet(frame, background, score, fgmask):
+def contact_sheet(
+    frame: np.ndarray, background: np.ndarray | None, score: np.ndarray, fgmask: np.ndarray
+) -> np.ndarray:
     """One PNG-able uint8 image: frame | background | foreground score | mask, side by side.
 
     The score and the mask are brought to the frame's size when they are at the processing size
@@ -46,19 +59,20 @@ def contact_sheet(frame, background, score, fgmask):
 class _Sockets:
     """The worker's PULL (frames) and PUB (masks) sockets, bound, with CURVE when configured."""
 
-    def __init__(self, w, log):
-        ctx = zmq.Context.instance()
-        self.auth = security.start_authenticator(ctx, w.curve_authorized_keys) if w.curve_secret_key else None
+    def __init__(self, w: WorkerConfig, log: logging.Logger) -> None:
+        ctx: zmq.Context = zmq.Context.instance()
+        curve = w.curve_secret_key and w.curve_authorized_keys  # set together (config validation)
+        self.auth = security.start_authenticator(ctx, w.curve_authorized_keys or "") if curve else None
         self.pull = ctx.socket(zmq.PULL)
         self.pull.setsockopt(zmq.RCVHWM, w.rcvhwm)
         self.pull.setsockopt(zmq.MAXMSGSIZE, w.max_side * w.max_side + 65536)
         self.pub = ctx.socket(zmq.PUB)
         self.pub.setsockopt(zmq.SNDHWM, 64)
         self.pub.setsockopt(zmq.LINGER, 1000)
-        self.monitors = {}
+        self.monitors: dict[str, zmq.Socket] = {}
         if self.auth:
             for sock in (self.pull, self.pub):
-                security.make_server(sock, w.curve_secret_key)
+                security.make_server(sock, w.curve_secret_key or "")
             self.monitors = {
                 name: security.handshake_monitor(s) for name, s in (("frames", self.pull), ("masks", self.pub))
             }
@@ -67,11 +81,11 @@ class _Sockets:
         curve = f" (CURVE, clients from {w.curve_authorized_keys})" if self.auth else ""
         log.info("listening on %s, publishing on %s%s", w.frames_endpoint, w.masks_endpoint, curve)
 
-    def refused_peers(self):
+    def refused_peers(self) -> list[tuple[str, str]]:
         """(socket name, event) of every CURVE handshake refused since the last call."""
         return [(name, ev) for name, mon in self.monitors.items() for ev in security.failed_handshakes(mon)]
 
-    def close(self):
+    def close(self) -> None:
         for sock, mon in zip((self.pull, self.pub), self.monitors.values(), strict=False):  # none without CURVE
             sock.disable_monitor()
             mon.close()
@@ -84,21 +98,22 @@ class _Sockets:
 class _Worker:
     """The worker's state across the loop: its parts, and what it has published."""
 
-    def __init__(self, cfg, log):
+    def __init__(self, cfg: Config, log: logging.Logger) -> None:
         self.cfg, self.log, self.camera = cfg, log, cfg.camera
         w = cfg.worker
         self.m = WorkerMetrics(cfg.camera)
         self.intake = Intake(cfg.camera, w.max_side, w.backlog)
         self.stage = ModelStage(cfg.model.params())
-        self.epoch, self.seq, self.rejected, self.last = new_epoch(), 0, 0, None
-        self.ckpt = None
+        self.epoch, self.seq, self.rejected = new_epoch(), 0, 0
+        self.last: tuple[np.ndarray, FrameResult] | None = None  # the last frame and its result
+        self.ckpt: Checkpointer | None = None
         if w.state_dir:
             path = checkpoint.path_for(w.state_dir, cfg.camera)
             self.ckpt = Checkpointer(path, w.checkpoint_interval_s, cfg.camera, self.m, log)
             if self.ckpt.restore(self.stage.model, self.intake.tracker) == "warm":
                 self.stage.restored()
 
-    def receive(self, pull):
+    def receive(self, pull: zmq.Socket) -> None:
         """Take every message waiting on ``pull`` into the intake, counting what happened."""
         while True:
             try:
@@ -121,7 +136,7 @@ class _Worker:
             self.m.dropped["overload"].inc(o.dropped)
         self.m.backlog.set(len(self.intake))
 
-    def process(self, msg, pub):
+    def process(self, msg: Message, pub: zmq.Socket) -> None:
         """One frame: the model, its facts into metrics, and the mask published."""
         h = msg.header
         report = self.stage.process(msg.image)
@@ -136,6 +151,7 @@ class _Worker:
         self.m.solve_duration.observe(report.seconds)
         self._count_refit(report.refit)
         res = report.result
+        assert res is not None  # a report without an exception carries the result
         fg_ratio = float(np.count_nonzero(res.fgmask)) / res.fgmask.size
         latency = (time.time_ns() - h["t_capture_ns"]) / 1e9
         model = self.stage.model
@@ -153,8 +169,8 @@ class _Worker:
             latency_s=latency,
             threshold=res.threshold,
             solver=self.stage.facts.header(),
-            mask_resolution=self.cfg.model.mask_resolution,
-            processing_shape=list(model.processing_shape),
+            mask_resolution=model.params.mask_resolution,
+            processing_shape=list(model.processing_shape or ()),
         )
         pub.send_multipart(parts, copy=False)
         self.seq += 1
@@ -164,7 +180,7 @@ class _Worker:
         self.m.fg_ratio.set(fg_ratio)
         self.last = (msg.image, res)
 
-    def _count_refit(self, r):
+    def _count_refit(self, r: RefitReport | None) -> None:
         if r is None:
             return
         if r.reset:
@@ -173,13 +189,14 @@ class _Worker:
             return
         self.m.starts["warm" if r.warm else "cold"].inc()
         self.m.iterations.observe(r.n_iter)
-        self.m.residual.set(r.residual)
+        if r.residual is not None:
+            self.m.residual.set(r.residual)
         self.m.rank.set(r.rank)
         self.m.refit_duration.observe(r.seconds)
         if not r.converged:
             self.m.not_converged.inc()
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         """Count the frames left waiting, abandon a running refit, write the last checkpoint and snapshot."""
         self.m.dropped["shutdown"].inc(len(self.intake))
         model = self.stage.model
@@ -197,7 +214,9 @@ class _Worker:
             cv2.imwrite(self.cfg.worker.snapshot, sheet)
 
 
-def run_worker(cfg, stop, log, notify=None):
+def run_worker(
+    cfg: Config, stop: threading.Event, log: logging.Logger, notify: Callable[[str], None] | None = None
+) -> int:
     """Run the worker loop until ``stop`` is set.
 
     Parameters

@@ -5,7 +5,9 @@ recall, F-measure, specificity, FPR, FNR, PWC; and the paper's ROC/AUC over all
 annotated pixels pooled (Bahri et al., ICCV 2017, Section 5.1).
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -13,7 +15,7 @@ import numpy as np
 GT_STATIC, GT_SHADOW, GT_OUTSIDE_ROI, GT_UNKNOWN, GT_MOTION = 0, 50, 85, 170, 255
 
 
-def cdnet_labels(gt):
+def cdnet_labels(gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Split CDnet ground-truth labels into what is scored and what is foreground.
 
     Parameters
@@ -57,58 +59,58 @@ class Confusion:
     fn: int
     tn: int
 
-    def __add__(self, other):
+    def __add__(self, other: "Confusion") -> "Confusion":
         return Confusion(self.tp + other.tp, self.fp + other.fp, self.fn + other.fn, self.tn + other.tn)
 
     @property
-    def precision(self):
+    def precision(self) -> float:
         """TP / (TP + FP); NaN when nothing was detected."""
         return _ratio(self.tp, self.tp + self.fp)
 
     @property
-    def recall(self):
+    def recall(self) -> float:
         """TP / (TP + FN); NaN when there is no foreground."""
         return _ratio(self.tp, self.tp + self.fn)
 
     @property
-    def f_measure(self):
+    def f_measure(self) -> float:
         """2 P R / (P + R) = 2 TP / (2 TP + FP + FN); NaN when undefined."""
         return _ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn)
 
     @property
-    def specificity(self):
+    def specificity(self) -> float:
         """TN / (TN + FP)."""
         return _ratio(self.tn, self.tn + self.fp)
 
     @property
-    def fpr(self):
+    def fpr(self) -> float:
         """FP / (FP + TN)."""
         return _ratio(self.fp, self.fp + self.tn)
 
     @property
-    def fnr(self):
+    def fnr(self) -> float:
         """FN / (TP + FN)."""
         return _ratio(self.fn, self.tp + self.fn)
 
     @property
-    def pwc(self):
+    def pwc(self) -> float:
         """Percentage of wrong classifications, 100 (FN + FP) / all."""
         return 100.0 * _ratio(self.fn + self.fp, self.tp + self.fp + self.fn + self.tn)
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         """All counts and measures in a dict (NaN measures as None)."""
-        out = {"tp": self.tp, "fp": self.fp, "fn": self.fn, "tn": self.tn}
+        out: dict[str, Any] = {"tp": self.tp, "fp": self.fp, "fn": self.fn, "tn": self.tn}
         for name in ("precision", "recall", "f_measure", "specificity", "fpr", "fnr", "pwc"):
             value = getattr(self, name)
             out[name] = None if np.isnan(value) else float(value)
         return out
 
 
-def _ratio(num, den):
+def _ratio(num: float, den: float) -> float:
     return float(num) / den if den else float("nan")
 
 
-def confusion(mask, positive, valid=None):
+def confusion(mask: np.ndarray, positive: np.ndarray, valid: np.ndarray | None = None) -> Confusion:
     """Confusion counts of a binary foreground mask.
 
     Parameters
@@ -132,7 +134,8 @@ def confusion(mask, positive, valid=None):
     mask = np.asarray(mask).astype(bool)
     positive = np.asarray(positive, dtype=bool)
     if mask.shape != positive.shape or (valid is not None and np.shape(valid) != mask.shape):
-        raise ValueError(f"shapes differ: mask {mask.shape}, positive {positive.shape}, valid {np.shape(valid)}")
+        shapes = f"mask {mask.shape}, positive {positive.shape}, valid {None if valid is None else np.shape(valid)}"
+        raise ValueError(f"shapes differ: {shapes}")
     if valid is not None:
         valid = np.asarray(valid, dtype=bool)
         mask, positive = mask[valid], positive[valid]
@@ -143,7 +146,7 @@ def confusion(mask, positive, valid=None):
     return Confusion(tp, fp, fn, tn)
 
 
-def roc_curve(scores, positive):
+def roc_curve(scores: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """ROC curve of continuous foreground scores, one point per distinct score.
 
     Parameters
@@ -181,7 +184,7 @@ def roc_curve(scores, positive):
     return fpr, tpr, np.r_[np.inf, s[last_of_tie]]
 
 
-def roc_auc(scores, positive):
+def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float:
     """Area under the ROC curve (trapezoidal; ties count one half).
 
     Equal to the Mann-Whitney probability that a random foreground pixel scores
@@ -205,7 +208,7 @@ def roc_auc(scores, positive):
     return float(np.trapezoid(tpr, fpr))
 
 
-def precision_recall_curve(scores, positive):
+def precision_recall_curve(scores: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Precision and recall at every distinct score threshold.
 
     Parameters
@@ -248,21 +251,21 @@ class ScoreHistogram:
         If ``bins < 2`` or ``high`` is not finite and > 0.
     """
 
-    def __init__(self, bins=1024, high=1.0):
+    def __init__(self, bins: int = 1024, high: float = 1.0) -> None:
         if bins < 2 or not (np.isfinite(high) and high > 0):
             raise ValueError(f"need bins >= 2 and a finite high > 0, got {bins}, {high}")
         self.bins, self.high = int(bins), float(high)
         self.positive = np.zeros(self.bins, np.int64)
         self.negative = np.zeros(self.bins, np.int64)
 
-    def add(self, scores, positive):
+    def add(self, scores: np.ndarray, positive: np.ndarray) -> None:
         """Count scores (any shape, float) against ground truth (bool, same shape)."""
         idx = np.clip((np.asarray(scores, np.float32) * (self.bins / self.high)).astype(np.int64), 0, self.bins - 1)
         positive = np.asarray(positive, dtype=bool)
         self.positive += np.bincount(idx[positive], minlength=self.bins)
         self.negative += np.bincount(idx[~positive], minlength=self.bins)
 
-    def roc_curve(self):
+    def roc_curve(self) -> tuple[np.ndarray, np.ndarray]:
         """``fpr, tpr`` from the highest bin down, starting at (0, 0).
 
         Raises
@@ -277,7 +280,7 @@ class ScoreHistogram:
         fpr = np.r_[0.0, np.cumsum(self.negative[::-1]) / n_neg]
         return fpr, tpr
 
-    def auc(self):
+    def auc(self) -> float | None:
         """Area under :meth:`roc_curve`; None when one class was never counted."""
         if self.positive.sum() == 0 or self.negative.sum() == 0:
             return None
@@ -285,7 +288,10 @@ class ScoreHistogram:
         return float(np.trapezoid(tpr, fpr))
 
 
-def cdnet_average(per_sequence, keys=("precision", "recall", "f_measure", "specificity", "fpr", "fnr", "pwc")):
+def cdnet_average(
+    per_sequence: Iterable[tuple[str, dict[str, Any]]],
+    keys: tuple[str, ...] = ("precision", "recall", "f_measure", "specificity", "fpr", "fnr", "pwc"),
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """CDnet's averages: the mean of each metric per category, then the mean over categories.
 
     CDnet computes every metric per sequence (from the counts summed over its scored frames),
@@ -307,18 +313,18 @@ def cdnet_average(per_sequence, keys=("precision", "recall", "f_measure", "speci
     overall : dict
         Each key's mean over the categories that define it, and ``n_categories``.
     """
-    by_category = {}
+    by_category: dict[str, list[dict[str, Any]]] = {}
     for category, metrics in per_sequence:
         by_category.setdefault(category, []).append(metrics)
 
-    def mean(values):
-        values = [v for v in values if v is not None]
-        return float(np.mean(values)) if values else None
+    def mean(values: Iterable[float | None]) -> float | None:
+        defined = [v for v in values if v is not None]
+        return float(np.mean(defined)) if defined else None
 
     categories = {
         c: {**{k: mean(m.get(k) for m in ms) for k in keys}, "n_sequences": len(ms)}
         for c, ms in sorted(by_category.items())
     }
-    overall = {k: mean(c[k] for c in categories.values()) for k in keys}
+    overall: dict[str, Any] = {k: mean(c[k] for c in categories.values()) for k in keys}
     overall["n_categories"] = len(categories)
     return categories, overall

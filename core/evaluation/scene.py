@@ -39,7 +39,16 @@ class SyntheticScene:
     ground truth (the object's pixels) is unambiguous; frames are in [0, 1].
     """
 
-    def __init__(self, height=240, width=320, n_objects=4, noise_std=0.01, drift=0.05, drift_period=600.0, seed=0):
+    def __init__(
+        self,
+        height: int = 240,
+        width: int = 320,
+        n_objects: int = 4,
+        noise_std: float = 0.01,
+        drift: float = 0.05,
+        drift_period: float = 600.0,
+        seed: int = 0,
+    ) -> None:
         if height < 16 or width < 16:
             raise ValueError(f"height and width must be >= 16 pixels, got {height} x {width}")
         if n_objects < 0 or noise_std < 0 or drift < 0 or drift_period <= 0:
@@ -74,7 +83,7 @@ class SyntheticScene:
             inside = ((self._yy - lane) / ry) ** 2 + ((self._xx - cx) / rx) ** 2 <= 1.0
             yield inside, bright
 
-    def fgmask(self, t):
+    def fgmask(self, t: int) -> np.ndarray:
         """Exact ground truth of frame ``t``.
 
         Parameters
@@ -92,7 +101,7 @@ class SyntheticScene:
             mask |= inside
         return mask
 
-    def frame(self, t):
+    def frame(self, t: int) -> np.ndarray:
         """Frame ``t`` of the video.
 
         Parameters
@@ -117,6 +126,6 @@ class SyntheticScene:
         noise = np.random.default_rng((self.seed, t)).normal(0.0, self.noise_std, img.shape)
         return np.clip(img + noise, 0.0, 1.0).astype(np.float32)
 
-    def frame_uint8(self, t):
+    def frame_uint8(self, t: int) -> np.ndarray:
         """Frame ``t`` as 8-bit grayscale, shape (height, width), uint8 (what a camera gives)."""
         return np.round(self.frame(t) * 255).astype(np.uint8)

@@ -29,7 +29,17 @@ class SyntheticTensor:
     R: np.ndarray
 
 
-def synthetic_tensor(N, m, n, r, rank_A, rank_B, density, rng=None, l_rms=1.0):
+def synthetic_tensor(
+    N: int,
+    m: int,
+    n: int,
+    r: int,
+    rank_A: int,
+    rank_B: int,
+    density: float,
+    rng: np.random.Generator | int | None = None,
+    l_rms: float = 1.0,
+) -> SyntheticTensor:
     """Random data following the model's assumptions (paper Section 4.1).
 
     Random bases ``A`` (m x r, rank ``rank_A``) and ``B`` (n x r, rank ``rank_B``),

@@ -21,7 +21,7 @@ inside a block.
 BLOCK_BYTES = 1 << 20
 
 
-def row_blocks(m, row_bytes):
+def row_blocks(m: int, row_bytes: int) -> list[slice]:
     """Split ``range(m)`` into contiguous slices of about :data:`BLOCK_BYTES` each.
 
     Parameters

@@ -41,7 +41,7 @@ class CoreFit:
     n_iter: int
 
 
-def pinv_psd(G, rtol=1e-6, atol=1e-10):
+def pinv_psd(G: np.ndarray, rtol: float = 1e-6, atol: float = 1e-10) -> np.ndarray:
     """Pseudo-inverse of a symmetric positive semi-definite matrix.
 
     Eigenvalues below ``max(rtol * largest, atol)`` count as zero; the absolute
@@ -62,7 +62,7 @@ def pinv_psd(G, rtol=1e-6, atol=1e-10):
     return (V[:, keep] / w[keep]) @ V[:, keep].T
 
 
-def least_squares_cores(A, B, Xc):
+def least_squares_cores(A: np.ndarray, B: np.ndarray, Xc: np.ndarray) -> np.ndarray:
     """``K_i = (A^T A)^-1 A^T Xc_i B (B^T B)^-1``: least-squares cores on fixed A, B.
 
     Parameters
@@ -89,7 +89,18 @@ def least_squares_cores(A, B, Xc):
     return left_multiply(AtA_inv.astype(Xc.dtype), right_multiply(AtXB, BtB_inv.astype(Xc.dtype)))
 
 
-def fit_cores(A, B, Xc, *, lam, alpha, mu_end, mu_ratio, rho=1.2, max_iter=60):
+def fit_cores(
+    A: np.ndarray,
+    B: np.ndarray,
+    Xc: np.ndarray,
+    *,
+    lam: float,
+    alpha: float,
+    mu_end: float,
+    mu_ratio: float,
+    rho: float = 1.2,
+    max_iter: int = 60,
+) -> CoreFit:
     """Solve the cores and sparse parts of frames on a fixed dictionary.
 
     The ADMM updates of Algorithm 1 (paper Section 3.2) for ``E``, ``K`` (Stein

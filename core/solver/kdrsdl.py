@@ -2,6 +2,7 @@
 Component Analysis for Low-Rank Modeling", ICCV 2017 (KDRSDL), batch solver.
 """
 
+import threading
 import warnings
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ class Cancelled(Exception):
     """The solve was cancelled through its ``cancel`` event (no result)."""
 
 
-def _check(cancel):
+def _check(cancel: threading.Event | None) -> None:
     if cancel is not None and cancel.is_set():
         raise Cancelled("KDRSDL solve cancelled")
 
@@ -60,7 +61,7 @@ class KDRSDLResult:
     B: np.ndarray
     R: np.ndarray
     E: np.ndarray
-    M: object
+    M: np.ndarray | None
     n_iter: int
     converged: bool
     err_rec: np.ndarray
@@ -69,17 +70,17 @@ class KDRSDLResult:
     state: KDRSDLState
 
     @property
-    def K(self):
+    def K(self) -> np.ndarray:
         """Split variable ``K``, shape (N, r, r)."""
         return self.state.K
 
     @property
-    def criterion(self):
+    def criterion(self) -> np.ndarray:
         """Per-iteration stopping criterion ``max(err_rec, err_split)``, shape (n_iter,)."""
         return np.maximum(self.err_rec, self.err_split)
 
     @property
-    def L(self):
+    def L(self) -> np.ndarray:
         """Low-rank part ``L_i = M + A R_i B^T``, shape (N, m, n), computed on access."""
         L = sandwich(self.A, self.R, self.B)
         if self.M is not None:
@@ -221,22 +222,22 @@ def _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance):
 
 
 def kdrsdl(
-    X,
-    rank=None,
+    X: np.ndarray,
+    rank: int | None = None,
     *,
-    lam=None,
-    alpha=1e-2,
-    mean=False,
-    tol=1e-7,
-    max_iter=150,
-    rho=1.2,
-    init=None,
-    backoff=None,
-    rebalance=False,
-    align_signs=True,
-    warn=True,
-    cancel=None,
-):
+    lam: float | None = None,
+    alpha: float = 1e-2,
+    mean: bool = False,
+    tol: float = 1e-7,
+    max_iter: int = 150,
+    rho: float = 1.2,
+    init: KDRSDLState | None = None,
+    backoff: float | None = None,
+    rebalance: bool = False,
+    align_signs: bool = True,
+    warn: bool = True,
+    cancel: threading.Event | None = None,
+) -> KDRSDLResult:
     """Robust Kronecker-decomposable component analysis (KDRSDL), Algorithm 1.
 
     Solves (paper Section 3, eq. for the modified problem)::

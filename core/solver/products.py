@@ -10,10 +10,12 @@ model) and *unfolded* ``(p, N, q)`` (inside the window solver, where both left a
 right products are then copy-free; see the section below).
 """
 
+from typing import Any
+
 import numpy as np
 
 
-def right_multiply(T, B, out=None):
+def right_multiply(T: np.ndarray, B: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``out[i] = T[i] @ B`` for every slice, as one GEMM.
 
     Parameters
@@ -34,7 +36,7 @@ def right_multiply(T, B, out=None):
     return out
 
 
-def left_multiply(A, T):
+def left_multiply(A: np.ndarray, T: np.ndarray) -> np.ndarray:
     """``out[i] = A @ T[i]`` for every slice, as one GEMM.
 
     Transposes the (small) stack to (p, N*q), multiplies once, transposes back.
@@ -55,7 +57,7 @@ def left_multiply(A, T):
     return np.ascontiguousarray((A @ T2).reshape(A.shape[0], N, q).transpose(1, 0, 2))
 
 
-def sandwich(A, K, B, out=None):
+def sandwich(A: np.ndarray, K: np.ndarray, B: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``out[i] = A @ K[i] @ B.T``: the low-rank slices of the model, one big GEMM.
 
     Parameters
@@ -87,7 +89,7 @@ def sandwich(A, K, B, out=None):
 # 2 cores.
 
 
-def unfold(T):
+def unfold(T: np.ndarray) -> np.ndarray:
     """Stack ``(N, p, q)`` to the unfolded layout ``(p, N, q)``, C-contiguous.
 
     Parameters
@@ -103,7 +105,7 @@ def unfold(T):
     return np.ascontiguousarray(T.transpose(1, 0, 2))
 
 
-def fold(U):
+def fold(U: np.ndarray) -> np.ndarray:
     """Unfolded ``(p, N, q)`` back to a stack ``(N, p, q)``: a view, no copy.
 
     Parameters
@@ -117,7 +119,7 @@ def fold(U):
     return U.transpose(1, 0, 2)
 
 
-def left_unfolded(A, U):
+def left_unfolded(A: np.ndarray, U: np.ndarray) -> np.ndarray:
     """``A @ U_i`` for every slice of an unfolded stack: one GEMM, no copies.
 
     Parameters
@@ -133,7 +135,7 @@ def left_unfolded(A, U):
     return (A @ U.reshape(p, N * q)).reshape(A.shape[0], N, q)
 
 
-def right_unfolded(U, B, out=None):
+def right_unfolded(U: np.ndarray, B: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``U_i @ B`` for every slice of an unfolded stack: one GEMM, no copies.
 
     Works on any run of rows ``U[a:b]`` as well (the solver's row blocks,
@@ -157,7 +159,7 @@ def right_unfolded(U, B, out=None):
     return out
 
 
-def slice_norms_unfolded(U, dtype=None):
+def slice_norms_unfolded(U: np.ndarray, dtype: Any = None) -> np.ndarray:
     """Frobenius norm of every slice of an unfolded stack.
 
     Parameters

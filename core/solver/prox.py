@@ -3,7 +3,9 @@
 import numpy as np
 
 
-def shrink(x, tau, out=None, work=None):
+def shrink(
+    x: np.ndarray, tau: float | np.ndarray, out: np.ndarray | None = None, work: np.ndarray | None = None
+) -> np.ndarray:
     """Soft-thresholding (the proximal operator of ``tau * |.|_1``), element-wise.
 
     ``shrink(x, tau) = sign(x) * max(|x| - tau, 0)``, the operator written

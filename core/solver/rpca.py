@@ -41,7 +41,9 @@ class RPCAResult:
     err: np.ndarray
 
 
-def rpca_ialm(X, *, lam=None, tol=1e-7, max_iter=1000, rho=1.5):
+def rpca_ialm(
+    X: np.ndarray, *, lam: float | None = None, tol: float = 1e-7, max_iter: int = 1000, rho: float = 1.5
+) -> RPCAResult:
     """Principal component pursuit, ``min |L|_* + lam |S|_1  s.t.  D = L + S``.
 
     Frames are the columns of ``D`` (mn x N). Defaults of Lin et al.:

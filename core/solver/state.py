@@ -53,22 +53,22 @@ class KDRSDLState:
     muK0: float
 
     @property
-    def n_slices(self):
+    def n_slices(self) -> int:
         """Number of frames the state holds slices for (int)."""
         return self.K.shape[0]
 
     @property
-    def frame_shape(self):
+    def frame_shape(self) -> tuple[int, int]:
         """Frame shape ``(m, n)`` in pixels (rows, columns)."""
         return (self.A.shape[0], self.B.shape[0])
 
     @property
-    def rank(self):
+    def rank(self) -> int:
         """Dictionary size ``r`` (int)."""
         return self.A.shape[1]
 
 
-def slide_state(state, s):
+def slide_state(state: KDRSDLState, s: int) -> KDRSDLState:
     """Drop the first ``s`` frames' slices, for a window slid by ``s`` frames.
 
     ``kdrsdl(X_new, init=slide_state(result.state, s))``, where ``X_new`` is the

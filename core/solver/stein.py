@@ -13,7 +13,7 @@ import scipy.linalg
 from core.solver.products import fold, unfold
 
 
-def stein_solve(AtA, BtB, C, mu, muK):
+def stein_solve(AtA: np.ndarray, BtB: np.ndarray, C: np.ndarray, mu: float, muK: float) -> np.ndarray:
     """Solve ``muK K_i + mu AtA K_i BtB = C_i`` for every slice at once.
 
     One eigendecomposition of each Gram matrix, ``AtA = P diag(a) P^T`` and
@@ -47,7 +47,7 @@ def stein_solve(AtA, BtB, C, mu, muK):
     return fold(stein_solve_unfolded(AtA, BtB, unfold(C), mu, muK))
 
 
-def stein_solve_unfolded(AtA, BtB, C, mu, muK):
+def stein_solve_unfolded(AtA: np.ndarray, BtB: np.ndarray, C: np.ndarray, mu: float, muK: float) -> np.ndarray:
     """:func:`stein_solve` on unfolded cores, the window solver's layout.
 
     Four GEMMs on reshapes of the (r, N*r) / (r*N, r) matrices, no copies
@@ -88,7 +88,7 @@ def stein_solve_unfolded(AtA, BtB, C, mu, muK):
     return ((P @ T.reshape(r, N * r)).reshape(r * N, r) @ Q.T).reshape(r, N, r)
 
 
-def stein_solve_direct(AtA, BtB, C, mu, muK):
+def stein_solve_direct(AtA: np.ndarray, BtB: np.ndarray, C: np.ndarray, mu: float, muK: float) -> np.ndarray:
     """Reference solver: the vectorised (r^2 x r^2) Kronecker system, slice by slice.
 
     ``vec(muK K + mu AtA K BtB) = (muK I + mu BtB^T (x) AtA) vec(K)`` with

@@ -7,8 +7,9 @@ can swap it in. Causal: a frame's mask uses that frame and earlier ones only.
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import cv2
 import numpy as np
@@ -17,7 +18,7 @@ import scipy.ndimage
 from core.solver.frame_fit import fit_cores
 from core.solver.kdrsdl import KDRSDLResult
 from core.solver.products import sandwich
-from core.solver.state import slide_state
+from core.solver.state import KDRSDLState, slide_state
 from core.streaming import resolution, snapshot
 from core.streaming.decision import DecisionParams, PixelDecision
 from core.streaming.params import BackgroundParams
@@ -61,7 +62,7 @@ class FrameResult:
     refit: Optional[RefitReport] = field(default=None)
 
     @property
-    def score(self):
+    def score(self) -> np.ndarray:
         """The foreground score at the mask's resolution, float32 (h, w) (enlarged on access)."""
         return resolution.enlarge(self.score_processing, self.fgmask.shape)
 
@@ -108,9 +109,8 @@ class KDRSDLBackgroundSubtractor:
         If a knob is out of range (the message names it).
     """
 
-    def __init__(self, params=None, **overrides):
+    def __init__(self, params: BackgroundParams | None = None, **overrides: Any) -> None:
         params = params or BackgroundParams()
-        self._refitter = None
         #: Resets to a cold start after numerical trouble in a refit (int, never cleared).
         self.n_resets = 0
         for k in overrides:
@@ -120,24 +120,24 @@ class KDRSDLBackgroundSubtractor:
         self._refitter = Refitter(self.params.async_refit)
         self.reset()
 
-    def reset(self):
+    def reset(self) -> None:
         """Forget everything (e.g. after the camera changed resolution)."""
         p = self.params
-        self.shape = None
-        self._proc_shape = None  # the processing resolution (h, w)
+        self.shape: tuple[int, int] | None = None
+        self._proc_shape: tuple[int, int] | None = None  # the processing resolution (h, w)
         self._window = WindowSchedule(p.window, p.window_stride, p.refit_interval)
-        self._result = None
+        self._result: KDRSDLResult | None = None
         self._result_start = 0  # window.start of the window the result was solved on
         self._refitter.cancel()
         self.n_frames = 0
-        self._background = None
-        self._lam = None
-        self._sigma = None  # per-pixel spread of the background (solve resolution)
-        self._decider = None  # PixelDecision: per-pixel feedback state
-        self._sync_refit = None  # RefitReport of an inline refit run after the last frame
+        self._background: np.ndarray | None = None
+        self._lam: float | None = None
+        self._sigma: np.ndarray | None = None  # per-pixel spread of the background (solve resolution)
+        self._decider: PixelDecision | None = None  # per-pixel feedback state
+        self._sync_refit: RefitReport | None = None  # report of an inline refit run after the last frame
 
     # ----------------------------------------------------------------- OpenCV API
-    def apply(self, image, fgmask=None, learningRate=-1):
+    def apply(self, image: np.ndarray, fgmask: np.ndarray | None = None, learningRate: float = -1) -> np.ndarray:
         """Foreground mask of a frame, as ``cv2.BackgroundSubtractor.apply``.
 
         Parameters
@@ -162,22 +162,22 @@ class KDRSDLBackgroundSubtractor:
         """
         return self.process(image).fgmask
 
-    def getBackgroundImage(self):
+    def getBackgroundImage(self) -> np.ndarray | None:
         """Background of the last frame (see ``frame_model``), shape (h, w), uint8; None before the first frame."""
-        if self._background is None:
+        if self._background is None or self.shape is None:
             return None
         bg = resolution.enlarge(self._background, self.shape)
         return np.clip(np.round(bg * 255), 0, 255).astype(np.uint8)
 
     # ----------------------------------------------------------------- checkpoints
-    def _settings(self):
+    def _settings(self) -> str:
         """The knobs a checkpoint must match (all but ``async_refit``), as JSON."""
         d = dataclasses.asdict(self.params)
         for name in ("async_refit", "mask_resolution"):  # neither changes what the model learns
             d.pop(name)
         return json.dumps(d, sort_keys=True)
 
-    def checkpoint(self):
+    def checkpoint(self) -> dict[str, np.ndarray | np.generic] | None:
         """The learnt state as named arrays, for ``numpy.savez``; None before the first frame.
 
         Holds the window of frames, its counters, the regularisation weight and,
@@ -192,7 +192,7 @@ class KDRSDLBackgroundSubtractor:
             The layout of :func:`core.streaming.snapshot.to_arrays`. The arrays are not
             copied where they are never modified in place.
         """
-        if self.shape is None:
+        if self.shape is None or self._lam is None:
             return None
         w = self._window
         counters = {name: getattr(w, name) for name in WindowSchedule.COUNTERS}
@@ -211,7 +211,7 @@ class KDRSDLBackgroundSubtractor:
         )
         return snapshot.to_arrays(snap, self._settings())
 
-    def restore(self, ckpt):
+    def restore(self, ckpt: Mapping[str, np.ndarray]) -> bool:
         """Continue from a :meth:`checkpoint` (e.g. after a process restart).
 
         Parameters
@@ -267,21 +267,21 @@ class KDRSDLBackgroundSubtractor:
 
     # ----------------------------------------------------------------- model
     @property
-    def refit_running(self):
+    def refit_running(self) -> str | None:
         """ "cold" or "warm" while a window refit runs on its thread, else None."""
         return self._refitter.running
 
     @property
-    def processing_shape(self):
+    def processing_shape(self) -> tuple[int, int] | None:
         """The (h, w) at which frames are processed (:mod:`core.streaming.resolution`); None before a frame."""
         return self._proc_shape
 
     @property
-    def state(self):
+    def state(self) -> KDRSDLState | None:
         """The last window solution's :class:`core.KDRSDLState`, or None."""
         return None if self._result is None else self._result.state
 
-    def process(self, image):
+    def process(self, image: np.ndarray) -> FrameResult:
         """Score, decide and learn one frame; see :meth:`apply`.
 
         The frame is judged against the background of the frames before it, then enters
@@ -292,10 +292,11 @@ class KDRSDLBackgroundSubtractor:
         FrameResult
         """
         x = self._as_float(image)
-        if self.shape != x.shape:
+        shape = (x.shape[0], x.shape[1])
+        if self.shape != shape or self._proc_shape is None:
             self.reset()
-            self.shape = x.shape
-            self._proc_shape = resolution.processing_shape(x.shape, self.params.processing_side)
+            self.shape = shape
+            self._proc_shape = resolution.processing_shape(shape, self.params.processing_side)
         x = resolution.reduce(x, self._proc_shape)
         p = self.params
         small = _block_mean(x, p.downscale)
@@ -334,7 +335,7 @@ class KDRSDLBackgroundSubtractor:
         self._learn(learnt)
         self.n_frames += 1
         if p.mask_resolution == "input":
-            mask = resolution.enlarge_mask(mask, self.shape)
+            mask = resolution.enlarge_mask(mask, shape)
         return FrameResult(
             fgmask=mask.astype(np.uint8) * 255,
             score_processing=score,
@@ -342,7 +343,7 @@ class KDRSDLBackgroundSubtractor:
             refit=refit if refit is not None else self._sync_refit,
         )
 
-    def close(self, wait=2.0):
+    def close(self, wait: float = 2.0) -> bool:
         """Abandon a running refit (at shutdown): it stops at its next iteration.
 
         Parameters
@@ -401,7 +402,7 @@ class KDRSDLBackgroundSubtractor:
         out[:, w:] = out[:, w - 1 : w]
         return out
 
-    def _learn(self, small):
+    def _learn(self, small) -> None:
         """Put a frame into the window when its turn comes, and start a refit when one is due."""
         p = self.params
         self._sync_refit = None
@@ -416,8 +417,10 @@ class KDRSDLBackgroundSubtractor:
         if not w.growing(solved):
             # A window that slid past all of the last solution's frames (a refit slower than a
             # whole window of frames) keeps only the dictionary A, B, M: every core starts afresh.
+            assert self._result is not None and solved is not None  # a sliding window has a solution
             init = slide_state(self._result.state, min(w.start - self._result_start, solved))
         w.started_refit()
+        assert self._lam is not None  # set by the first frame, before any refit
         settings = RefitSettings(
             rank=p.rank,
             lam=self._lam,
@@ -433,21 +436,21 @@ class KDRSDLBackgroundSubtractor:
             self._install(report)
             self._sync_refit = report
 
-    def _collect(self):
+    def _collect(self) -> RefitReport | None:
         """Install a finished background refit; its report, or None."""
         report = self._refitter.collect()
         if report is not None:
             self._install(report)
         return report
 
-    def _install(self, report):
+    def _install(self, report: RefitReport) -> None:
         if report.reset:
             # Numerical trouble: drop the solution, keep the frames, start cold next time.
             self._result = None
             self.n_resets += 1
             return
         self._result, self._result_start, self._sigma = report.result, report.start, report.sigma
-        if self.params.frame_model == "last":
+        if self.params.frame_model == "last" and self._result is not None:
             self._last_bg = sandwich(self._result.A, self._result.R[-1:], self._result.B)[0] + self._result.M
 
     def _background_small(self, small):

@@ -27,7 +27,7 @@ from core.streaming.postprocess import postprocess, square
 MEAN_ABS_TO_SIGMA = 1.2533
 
 
-def pixel_spread(X, M, E, e_cut):
+def pixel_spread(X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float) -> np.ndarray:
     """The background's per-pixel spread over a solved window.
 
     Parameters
@@ -107,15 +107,17 @@ class PixelDecision:
     #: Arrays a checkpoint stores: attribute name -> dtype.
     STATE = {"v": np.float32, "prev_raw": bool, "prev_obj": bool}
 
-    def __init__(self, shape, params, open_size=3, close_size=7, fill=True):
+    def __init__(
+        self, shape: tuple[int, int], params: DecisionParams, open_size: int = 3, close_size: int = 7, fill: bool = True
+    ) -> None:
         self.params = params
         self.post = (open_size, close_size, fill)
         self.v = np.zeros(shape, np.float32)
         self.prev_raw = np.zeros(shape, bool)
         self.prev_obj = np.zeros(shape, bool)
-        self._half = None  # (sigma, its band half-width before the blink widening)
+        self._half: tuple[np.ndarray, np.ndarray] | None = None  # (sigma, its half-width before blink widening)
 
-    def band(self, bg, sigma):
+    def band(self, bg: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper ends of the background band, each float32 (h, w)."""
         p = self.params
         if self._half is None or self._half[0] is not sigma:
@@ -130,7 +132,7 @@ class PixelDecision:
             lo, hi = cv2.erode(lo, k), cv2.dilate(hi, k)
         return lo, hi
 
-    def shadow(self, x, bg):
+    def shadow(self, x: np.ndarray, bg: np.ndarray) -> np.ndarray:
         """Pixels that look like a cast shadow on the background, bool (h, w): darker by a ratio
         that is uniform over the neighbourhood (a shadow scales the background's texture; an
         object replaces it)."""
@@ -142,7 +144,7 @@ class PixelDecision:
         lo, hi = p.shadow_ratio
         return (r > lo) & (r < hi) & (var < np.float32(p.shadow_spread**2))
 
-    def decide(self, x, bg, sigma):
+    def decide(self, x: np.ndarray, bg: np.ndarray, sigma: np.ndarray) -> np.ndarray:
         """Foreground mask of one frame, and the feedback update.
 
         Parameters

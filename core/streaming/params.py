@@ -5,8 +5,9 @@ come from the declarations, and so do the worker's configuration schema (``strea
 builds its ``[model]`` table from :func:`knobs`) and this class's own documentation.
 """
 
-from dataclasses import dataclass, field, fields
-from typing import Optional
+from collections.abc import Iterable
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, Optional
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class Knob:
     choices: Optional[tuple] = None
     optional: bool = False
 
-    def check(self, name, value, kind):
+    def check(self, name: str, value: Any, kind: type) -> None:
         """Raise ValueError naming ``name`` when ``value`` is not of ``kind`` or out of range."""
         if value is None and self.optional:
             return
@@ -57,8 +58,9 @@ class Knob:
                 raise ValueError(f"{name} must be true or false, got {value!r}")
             return
         if kind is str:
-            if value not in self.choices:
-                raise ValueError(f"{name} must be one of {', '.join(map(repr, self.choices))}, got {value!r}")
+            choices = self.choices or ()
+            if value not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
             return
         if kind is int:
             ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
@@ -77,7 +79,7 @@ class Knob:
         if not ok:
             raise ValueError(f"{name} must be {what} {self.range_text()}{none}, got {value!r}")
 
-    def range_text(self):
+    def range_text(self) -> str:
         """The range in words, e.g. ``in [0, 1)`` or ``>= 1``."""
         if self.low is not None and self.high is not None:
             return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
@@ -88,8 +90,18 @@ class Knob:
         return ""
 
 
-def knob(default, meaning, unit="", low=None, high=None, low_open=False, high_open=False, choices=None, optional=False):
-    """A dataclass field carrying its :class:`Knob` declaration."""
+def knob(
+    default: object,
+    meaning: str,
+    unit: str = "",
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    choices: Iterable[str] | None = None,
+    optional: bool = False,
+) -> Any:
+    """A dataclass field carrying its :class:`Knob` declaration (typed Any, as ``dataclasses.field`` is)."""
     return field(
         default=default,
         metadata={
@@ -272,7 +284,7 @@ class BackgroundParams:
     )
     update_margin: int = knob(5, "Side of the dilation of the mask for update_blend.", "pixels", 0, 51)
 
-    def validate(self):
+    def validate(self) -> "BackgroundParams":
         """Check every knob against its declaration.
 
         Returns
@@ -290,12 +302,12 @@ class BackgroundParams:
         return self
 
 
-def _kind(f):
+def _kind(f: Field) -> type:
     """The Python type of a knob's values (its annotation without Optional)."""
     return {int: int, float: float, bool: bool, str: str, Optional[float]: float}[f.type]
 
 
-def knobs(params=BackgroundParams):
+def knobs(params: "BackgroundParams | type[BackgroundParams]" = BackgroundParams) -> list[tuple[Field, Knob, type]]:
     """The declared knobs, in declaration order.
 
     Returns

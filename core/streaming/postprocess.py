@@ -12,14 +12,14 @@ import numpy as np
 _SQUARES: dict[int, np.ndarray] = {}
 
 
-def square(side):
+def square(side: int) -> np.ndarray:
     """A ``side`` x ``side`` square structuring element, uint8 (cached)."""
     if side not in _SQUARES:
         _SQUARES[side] = cv2.getStructuringElement(cv2.MORPH_RECT, (side, side))
     return _SQUARES[side]
 
 
-def fill_holes(mask):
+def fill_holes(mask: np.ndarray) -> np.ndarray:
     """Set the background regions not 4-connected to the image border to foreground.
 
     Parameters
@@ -39,7 +39,7 @@ def fill_holes(mask):
     return (padded[1:-1, 1:-1] != 2).astype(np.uint8)
 
 
-def postprocess(mask, open_size=3, close_size=7, fill=True):
+def postprocess(mask: np.ndarray, open_size: int = 3, close_size: int = 7, fill: bool = True) -> np.ndarray:
     """Clean a binary foreground mask: opening, then closing, then hole filling.
 
     Parameters
@@ -58,7 +58,7 @@ def postprocess(mask, open_size=3, close_size=7, fill=True):
     -------
     ndarray, shape (h, w), bool
     """
-    m = np.asarray(mask).astype(np.uint8)
+    m: np.ndarray = np.asarray(mask).astype(np.uint8)
     if open_size > 1:
         m = cv2.morphologyEx(m, cv2.MORPH_OPEN, square(open_size))
     if close_size > 1:

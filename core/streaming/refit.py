@@ -15,6 +15,7 @@ from typing import Optional
 import numpy as np
 
 from core.solver.kdrsdl import Cancelled, KDRSDLResult, kdrsdl
+from core.solver.state import KDRSDLState
 from core.streaming.decision import pixel_spread
 
 
@@ -51,22 +52,22 @@ class RefitReport:
     error: Optional[str] = None
 
     @property
-    def n_iter(self):
+    def n_iter(self) -> int:
         """Iterations the solver ran (0 after a reset)."""
         return 0 if self.result is None else self.result.n_iter
 
     @property
-    def converged(self):
+    def converged(self) -> bool:
         """The solver met its tolerance before its iteration cap."""
         return self.result is not None and bool(self.result.converged)
 
     @property
-    def residual(self):
+    def residual(self) -> float | None:
         """Last value of the solver's stopping criterion; None after a reset."""
         return None if self.result is None else float(self.result.criterion[-1])
 
     @property
-    def rank(self):
+    def rank(self) -> int:
         """Numerical rank of A (singular values above 1e-3 of the largest); 0 after a reset."""
         if self.result is None:
             return 0
@@ -88,7 +89,13 @@ class RefitSettings:
     e_cut: Optional[float]
 
 
-def solve_window(X, init, start, s, cancel=None):
+def solve_window(
+    X: np.ndarray,
+    init: KDRSDLState | None,
+    start: int,
+    s: RefitSettings,
+    cancel: threading.Event | None = None,
+) -> RefitReport | None:
     """One refit of window ``X`` (N, m, n) float32; never raises, but returns None when cancelled.
 
     Parameters
@@ -143,6 +150,7 @@ def solve_window(X, init, start, s, cancel=None):
                     warn=False,
                     cancel=cancel,
                 )
+        assert res.M is not None  # mean mode always returns M
         if not all(np.isfinite(a).all() for a in (res.A, res.B, res.M, res.R)):
             raise FloatingPointError("window refit produced non-finite values")
         sigma = None if s.e_cut is None else pixel_spread(X, res.M, res.E, s.e_cut)
@@ -158,15 +166,15 @@ def solve_window(X, init, start, s, cancel=None):
 class _Job:
     """One threaded refit: its cancel event, and its report once done."""
 
-    def __init__(self, kind):
+    def __init__(self, kind: str) -> None:
         self.kind = kind
         self.cancel = threading.Event()
         self.done = threading.Event()
-        self.report = None
+        self.report: RefitReport | None = None
 
-    def run(self, *args):
+    def run(self, X: np.ndarray, init: KDRSDLState | None, start: int, settings: RefitSettings) -> None:
         try:
-            self.report = solve_window(*args, cancel=self.cancel)
+            self.report = solve_window(X, init, start, settings, cancel=self.cancel)
         finally:
             self.done.set()
 
@@ -184,23 +192,25 @@ class Refitter:
         (:meth:`cancel`).
     """
 
-    def __init__(self, threaded):
+    def __init__(self, threaded: bool) -> None:
         self.threaded = threaded
-        self._job = None  # the refit whose report is wanted
-        self._last = None  # the last refit handed to the thread (possibly cancelled)
-        self._queue = None
+        self._job: _Job | None = None  # the refit whose report is wanted
+        self._last: _Job | None = None  # the last refit handed to the thread (possibly cancelled)
+        self._queue: queue.SimpleQueue | None = None
 
     @property
-    def busy(self):
+    def busy(self) -> bool:
         """A threaded refit is running (or finished and not yet collected)."""
         return self._job is not None
 
     @property
-    def running(self):
+    def running(self) -> str | None:
         """ "cold" or "warm" while a threaded refit runs (or awaits collection), else None."""
         return None if self._job is None else self._job.kind
 
-    def submit(self, X, init, start, settings):
+    def submit(
+        self, X: np.ndarray, init: KDRSDLState | None, start: int, settings: RefitSettings
+    ) -> RefitReport | None:
         """Start a refit; inline, its report is returned at once, else None (see :meth:`collect`)."""
         if not self.threaded:
             return solve_window(X, init, start, settings)
@@ -212,19 +222,19 @@ class Refitter:
         return None
 
     @staticmethod
-    def _serve(jobs):
+    def _serve(jobs: queue.SimpleQueue) -> None:
         while True:
             job, args = jobs.get()
             job.run(*args)
 
-    def collect(self):
+    def collect(self) -> RefitReport | None:
         """The report of a finished threaded refit, once; None if none finished."""
         if self._job is None or not self._job.done.is_set():
             return None
         job, self._job = self._job, None
         return job.report
 
-    def cancel(self, wait=0.0):
+    def cancel(self, wait: float = 0.0) -> bool:
         """Abandon a pending refit: it stops at the solver's next iteration, its result is dropped.
 
         Parameters

@@ -8,12 +8,14 @@ lays it out for ``numpy.savez``; :func:`from_arrays` checks every array against 
 knobs before anything is kept, and names what is wrong.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
 from core.solver.state import KDRSDLState
+from core.streaming.params import BackgroundParams
 from core.streaming.resolution import processing_shape
 from core.streaming.window import WindowSchedule
 
@@ -58,7 +60,7 @@ class ModelSnapshot:
     decision: Optional[dict] = None
 
 
-def to_arrays(snap, settings):
+def to_arrays(snap: ModelSnapshot, settings: str) -> dict[str, np.ndarray | np.generic]:
     """The snapshot as named arrays for ``numpy.savez`` (arrays are not copied).
 
     Parameters
@@ -74,7 +76,7 @@ def to_arrays(snap, settings):
         (6,) int64, ``lam`` float64, and when present ``state_<name>`` for A, B, K, R, E, Lam,
         Y, M, mu, muK, muK0, ``sigma`` and ``decision_<name>``.
     """
-    out = {
+    out: dict[str, np.ndarray | np.generic] = {
         "version": np.int64(VERSION),
         "settings": np.str_(settings),
         "frame_shape": np.asarray(snap.frame_shape, dtype=np.int64),
@@ -92,7 +94,9 @@ def to_arrays(snap, settings):
     return out
 
 
-def from_arrays(ckpt, settings, params, decision_state):
+def from_arrays(
+    ckpt: Mapping[str, np.ndarray], settings: str, params: BackgroundParams, decision_state: Mapping[str, type]
+) -> ModelSnapshot:
     """Check a checkpoint's arrays and return the snapshot they hold.
 
     Parameters
