@@ -1,4 +1,4 @@
-"""Overload (issue 6): a source much faster than the worker (2.9x here) for 60 s.
+"""Overload (issue 6): a source at least 2x faster than the worker for 60 s.
 
 Memory and latency stay bounded, and every frame is accounted for.
 """
@@ -11,10 +11,13 @@ from conftest import MOTORWAY, need
 from helpers import free_port, kdrsdl, metric, receive, scrape, sent_from_log, stop, subscriber, tcp, wait_for
 
 DURATION_S = 60
-# The capture reads about 840 frames/s of this video here; the worker processes about 290/s with the
-# v2 model (140-220/s before its per-frame path got faster): 2.9x alone, 1.9x with two other CPU-bound
-# processes on the two cores (both slow down). >= 1.5x, a third of the frames dropped, is asserted below.
+# The capture reads about 900 frames/s of this video here. The default per-frame path (~600 masks/s
+# in the worker) is now too fast for a 2x premise that holds on a loaded machine, so the worker runs
+# the per-frame core fit (frame_model = "fit", ~240 frames/s in-process): the source is about 4x
+# faster, and both slow down alike when the machine is busy. >= 2x is asserted below.
 FPS = 1000
+#: The worker's flags that make it the slower side (the overload handling is what is tested).
+SLOW_WORKER = ("--frame-model", "fit")
 #: RSS bounds (MiB): the worker holds numpy/scipy/OpenCV (~100 MiB) plus the 30-frame window and the
 #: solver's (30, 240, 320) float32 arrays (~9 MiB each, about ten of them during a refit), measured at
 #: 205-231 MiB; the capture holds OpenCV and the decoder, measured at 99-101 MiB.
@@ -34,7 +37,16 @@ def test_source_2x_faster_than_the_worker_for_60_s():
     video = need(MOTORWAY)
     frames, masks, wport, cport = tcp(), tcp(), free_port(), free_port()
     worker = kdrsdl(
-        "worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks, "--metrics-port", wport
+        "worker",
+        "--camera",
+        "cam1",
+        "--frames-endpoint",
+        frames,
+        "--masks-endpoint",
+        masks,
+        "--metrics-port",
+        wport,
+        *SLOW_WORKER,
     )
     wait_for(lambda: scrape(wport), 20, "the worker's /metrics")
     sub = subscriber(masks, "cam1")
@@ -103,8 +115,8 @@ def test_source_2x_faster_than_the_worker_for_60_s():
         f"latency max {max(lat for _, lat in latencies) * 1000:.0f} ms"
     )
     assert elapsed >= DURATION_S
-    # the premise: the source really was much faster than the worker (2.9x alone, 1.9x on a loaded machine)
-    assert read >= 1.5 * processed
+    # the premise: the source really was >= 2x faster than the worker (about 4x: most frames are dropped)
+    assert read >= 2 * processed
     # every frame is accounted for, exactly: the capture's read = sent + refused at its high-water mark
     # (its log), and every frame sent was received or counted lost, then processed or counted dropped
     assert received + lost == sent
