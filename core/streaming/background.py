@@ -364,7 +364,12 @@ class KDRSDLBackgroundSubtractor:
         return PixelDecision(
             shape,
             DecisionParams(
-                k_sigma=p.k_sigma, floor=p.pixel_floor, tolerance=p.tolerance, blink_gain=p.blink_gain, shadow=p.shadow
+                k_sigma=p.k_sigma,
+                floor=p.pixel_floor,
+                tolerance=p.tolerance,
+                tolerance_blink=p.tolerance_blink,
+                blink_gain=p.blink_gain,
+                shadow=p.shadow,
             ),
             p.open_size,
             p.close_size,

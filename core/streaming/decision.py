@@ -8,8 +8,10 @@ A pixel x of a frame is foreground when it leaves its background band::
 - ``sigma(p)`` is the background's own spread at p, estimated at each window refit from the
   window's deviations from the robust mean ``M``, leaving out the samples that KDRSDL put in
   the sparse part ``E`` (they are foreground, not background variation): :func:`pixel_spread`.
-- ``N(p)`` is a square neighbourhood (spatial tolerance): a pixel matching the background of a
-  neighbour is background, which absorbs camera jitter and swaying edges.
+- ``N(p)`` is a square neighbourhood (spatial tolerance) where the background is seen to move
+  (``v(p)`` above ``tolerance_blink``), and p alone elsewhere: a pixel matching the background of
+  a neighbour is background, which absorbs camera jitter and swaying edges, while the edges of
+  objects over a still background are not eroded.
 - ``v(p)`` counts how often p's raw decision flips outside the objects of the previous frame:
   a moving background (water, leaves) makes a decision blink, an object keeps it on. The band
   widens where decisions blink. The idea is SuBSENSE's feedback on per-pixel distance
@@ -66,6 +68,9 @@ class DecisionParams:
         Smallest band half-width (intensity in [0, 1]; 0.06 = 15 gray levels).
     tolerance : int
         Side (pixels) of the neighbourhood N(p); 1 = none.
+    tolerance_blink : float
+        N(p) applies where the blink count v exceeds this (the background moves or the camera
+        shakes there); 0 = at every pixel.
     blink_gain : float
         Band widening per unit of the blink count v.
     blink_up, blink_down, blink_max : float
@@ -74,19 +79,27 @@ class DecisionParams:
     object_margin : int
         Side (pixels) of the dilation of the previous frame's objects inside which flips are
         not counted (an object's moving edge is not a moving background).
+    shadow : bool
+        Veto cast shadows (:meth:`PixelDecision.shadow`) among the pixels darker than the band.
+    shadow_ratio : (float, float)
+        Open interval of the ratio x / bg that a shadow may have (it darkens by 8-40%).
+    shadow_spread : float
+        Largest standard deviation of that ratio over the ``shadow_window`` x ``shadow_window``
+        neighbourhood (pixels): a shadow scales the background uniformly.
     """
 
     k_sigma: float = 3.0
     floor: float = 0.06
     tolerance: int = 5
+    tolerance_blink: float = 0.5
     blink_gain: float = 0.1
     blink_up: float = 1.0
     blink_down: float = 0.1
     blink_max: float = 20.0
     object_margin: int = 5
-    shadow: bool = False
-    shadow_ratio: tuple = (0.5, 0.92)
-    shadow_spread: float = 0.04
+    shadow: bool = True
+    shadow_ratio: tuple = (0.6, 0.92)
+    shadow_spread: float = 0.03
     shadow_window: int = 5
 
 
@@ -129,20 +142,46 @@ class PixelDecision:
         lo, hi = bg - h, bg + h
         if p.tolerance > 1:
             k = square(p.tolerance)
-            lo, hi = cv2.erode(lo, k), cv2.dilate(hi, k)
+            if p.tolerance_blink > 0:
+                moving = (self.v > np.float32(p.tolerance_blink)).view(np.uint8)
+                # cv2.copyTo writes in place where the mask is set (np.where is 25x slower here)
+                cv2.copyTo(cv2.erode(lo, k), moving, lo)
+                cv2.copyTo(cv2.dilate(hi, k), moving, hi)
+            else:
+                lo, hi = cv2.erode(lo, k), cv2.dilate(hi, k)
         return lo, hi
 
-    def shadow(self, x: np.ndarray, bg: np.ndarray) -> np.ndarray:
+    def shadow(self, x: np.ndarray, bg: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:
         """Pixels that look like a cast shadow on the background, bool (h, w): darker by a ratio
         that is uniform over the neighbourhood (a shadow scales the background's texture; an
-        object replaces it)."""
+        object replaces it).
+
+        Only pixels of ``where`` (bool (h, w); None = everywhere) are tested; the others are
+        False. The uniformity is computed only over the bounding box of the candidates (pixels
+        of ``where`` within the ratio range) that survive a 3 x 3 erosion, with a margin of half
+        the window: a shadow is a region, and most frames' candidates are specks of noise.
+        """
         p = self.params
-        r = x / np.maximum(bg, np.float32(1 / 255))
+        lo, hi = p.shadow_ratio
+        out = (x > np.float32(lo) * bg) & (x < np.float32(hi) * bg)  # the ratio test, without dividing
+        if where is not None:
+            out &= where
+        seeds = cv2.erode(out.view(np.uint8), square(3))
+        c0, r0, bw, bh = cv2.boundingRect(seeds)
+        if bw == 0:
+            out[:] = False
+            return out
+        h, w = x.shape
+        m = p.shadow_window // 2 + 1
+        y0, y1, x0, x1 = max(r0 - m, 0), min(r0 + bh + m, h), max(c0 - m, 0), min(c0 + bw + m, w)
+        r = x[y0:y1, x0:x1] / np.maximum(bg[y0:y1, x0:x1], np.float32(1 / 255))
         k = (p.shadow_window, p.shadow_window)
         mean = cv2.blur(r, k)
-        var = cv2.blur(r * r, k) - mean * mean
-        lo, hi = p.shadow_ratio
-        return (r > lo) & (r < hi) & (var < np.float32(p.shadow_spread**2))
+        uniform = (cv2.blur(r * r, k) - mean * mean) < np.float32(p.shadow_spread**2)
+        inside = out[y0:y1, x0:x1] & uniform
+        out[:] = False
+        out[y0:y1, x0:x1] = inside
+        return out
 
     def decide(self, x: np.ndarray, bg: np.ndarray, sigma: np.ndarray) -> np.ndarray:
         """Foreground mask of one frame, and the feedback update.
@@ -165,7 +204,7 @@ class PixelDecision:
         lo, hi = self.band(bg, sigma)
         dark = x < lo
         if p.shadow and dark.any():
-            dark &= ~self.shadow(x, bg)
+            dark &= ~self.shadow(x, bg, dark)
         raw = dark | (x > hi)
         if p.blink_gain > 0:
             objects = self.prev_obj
@@ -173,7 +212,8 @@ class PixelDecision:
                 objects = cv2.dilate(objects.view(np.uint8), square(p.object_margin)).view(bool)
             counted = (raw != self.prev_raw) & ~objects
             self.v -= np.float32(p.blink_down)
-            self.v[counted] += np.float32(p.blink_up + p.blink_down)
+            # cv2.add with a mask: twice as fast as numpy's boolean-indexed +=
+            cv2.add(self.v, p.blink_up + p.blink_down, dst=self.v, mask=counted.view(np.uint8))  # type: ignore[call-overload]
             np.clip(self.v, 0, p.blink_max, out=self.v)
         mask = postprocess(raw, *self.post)
         self.prev_raw, self.prev_obj = raw, mask

@@ -250,12 +250,20 @@ class BackgroundParams:
     tolerance: int = knob(
         3, "Side of the neighbourhood whose band a pixel may match (absorbs jitter); 1 = none.", "pixels", 1, 51
     )
+    tolerance_blink: float = knob(
+        0.5,
+        "The tolerance applies where a pixel's blink count exceeds this (its background moves or "
+        "the camera shakes), not over a still background, whose object edges it would erode; "
+        "0 = at every pixel.",
+        "",
+        0,
+        20,
+    )
     blink_gain: float = knob(0.1, "Band widening per unit of a pixel's blink count; 0 = no feedback.", "", 0, 10)
     shadow: bool = knob(
-        False,
-        "A pixel darker than its band by a ratio uniform over its 5 x 5 neighbourhood is "
-        "a cast shadow, not foreground (measured: pedestrians +0.008, highway -0.005, "
-        "badminton -0.016, canoe -0.004; off).",
+        True,
+        "A pixel darker than its band by a ratio in (0.6, 0.92) that is uniform over its 5 x 5 "
+        "neighbourhood (standard deviation < 0.03) is a cast shadow, not foreground.",
     )
     # ------------------------------------------------------------------ post-processing and learning
     open_size: int = knob(

@@ -29,11 +29,12 @@ VARIANTS = {
     "no E exclusion in the spread": {"e_cut": 1.0},
     "no conditional update": {"update_blend": 0.0},
     "no spatial tolerance": {"tolerance": 1},
+    "spatial tolerance at every pixel": {"tolerance_blink": 0.0},
     "no blink feedback": {"blink_gain": 0.0},
     "no global offset": {"global_offset": False},
     "no hole filling": {"fill_holes": False},
     "spatial tolerance 5 instead of 3": {"tolerance": 5},
-    "with the shadow test": {"shadow": True},
+    "no shadow test": {"shadow": False},
 }
 
 
