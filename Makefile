@@ -30,10 +30,8 @@ bench: $(VENV)/.installed
 	OPENBLAS_NUM_THREADS=2 $(PY) tests/bench/bench_solver.py
 
 # The paper's denoising benchmarks; writes out/denoise.json and out/denoise.png (not committed: the
-# images are derived from Yale-B and Facade). image-similarity-measures' pins clash with our numpy and
-# OpenCV, so it comes without its dependencies (the [denoise] extra holds the ones it uses).
+# images are derived from Yale-B and Facade). The [denoise] extra is piq (FSIM), which brings PyTorch.
 bench-denoise: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[denoise]'
-	$(PY) -m pip install -q --no-deps 'image-similarity-measures==0.3.6'
 	mkdir -p out
 	$(PY) tests/bench/bench_denoise.py --sweep --json out/denoise.json --figure out/denoise.png
