@@ -86,9 +86,14 @@ def test_async_refit_matches_sync_quality():
         refits += res.refit is not None
         if t >= 150:
             total = total + confusion(res.fgmask, scene.fgmask(t))
-        time.sleep(0.002)  # a camera's pace leaves the refit thread time to finish
+        # A camera's next frame comes 50 ms later at 20 fps: a refit running now has that long to land
+        # (a fixed 2 ms pause made the result depend on the machine's load: F 0.51-0.89 while busy)
+        deadline = time.monotonic() + 0.05
+        while sub.refit_running and time.monotonic() < deadline:
+            time.sleep(0.002)
     assert refits >= 3 and sub.state is not None  # the cold fits at 2, 4, 8, ... frames land from the thread
-    assert total.f_measure > 0.65  # measured 0.75 (inline refits: 0.86); which frame a refit lands at varies
+    # measured 0.824-0.826 on a busy machine (inline refits: 0.832); a refit slower than 50 ms lands later
+    assert total.f_measure > 0.75
 
 
 def test_highway_beats_mog2_and_knn():
