@@ -24,7 +24,6 @@ import zmq
 from streamer import checkpoint, security
 from streamer.checkpointer import Checkpointer
 from streamer.intake import Intake
-from streamer.lifecycle import fix_mmap_threshold
 from streamer.metrics import WorkerMetrics, serve
 from streamer.model_stage import ModelStage
 from streamer.protocol import REJECT_LOG_EVERY, Message, encode, new_epoch
@@ -234,8 +233,6 @@ def run_worker(
     int
         Exit status: 0.
     """
-    if not fix_mmap_threshold():
-        log.info("no glibc mallopt: freed refit arrays may stay in the heap")
     serve(cfg.worker.metrics_port, "worker", cfg.camera, cfg.worker.metrics_address)
     sockets = _Sockets(cfg.worker, log)
     if notify:
