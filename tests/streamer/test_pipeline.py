@@ -126,7 +126,14 @@ def test_malformed_messages_are_counted_and_later_frames_still_processed(worker)
         seq += 1
         if parts is not None:
             push.send_multipart(parts)
-    s = scrape(port)
+    # the worker counts a frame as processed just after publishing its mask: wait for the count
+    # (read at once, it was one short on a busy machine)
+    def counted():
+        s = scrape(port)
+        done = metric(s, "kdrsdl_worker_frames_processed_total", camera="cam1") >= len(expected_frame_seqs)
+        return s if done else None
+
+    s = wait_for(counted, 10, "the worker to count the last frame")
     for reason in bad:
         assert metric(s, "kdrsdl_worker_messages_rejected_total", reason=reason) == 1, reason
     assert metric(s, "kdrsdl_worker_frames_processed_total", camera="cam1") == len(expected_frame_seqs)
