@@ -126,6 +126,7 @@ def test_malformed_messages_are_counted_and_later_frames_still_processed(worker)
         seq += 1
         if parts is not None:
             push.send_multipart(parts)
+
     # the worker counts a frame as processed just after publishing its mask: wait for the count
     # (read at once, it was one short on a busy machine)
     def counted():
