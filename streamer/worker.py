@@ -24,6 +24,7 @@ import zmq
 from streamer import checkpoint, security
 from streamer.checkpointer import Checkpointer
 from streamer.intake import Intake
+from streamer.memory import release_freed_heap
 from streamer.metrics import WorkerMetrics, serve
 from streamer.model_stage import ModelStage
 from streamer.protocol import REJECT_LOG_EVERY, Message, encode, new_epoch
@@ -179,6 +180,8 @@ class _Worker:
         self.m.masks_published.inc()
         self.m.fg_ratio.set(fg_ratio)
         self.last = (msg.image, res)
+        if report.refit is not None:
+            release_freed_heap()  # after the mask is out, so that no frame waits for it
 
     def _count_refit(self, r: RefitReport | None) -> None:
         if r is None:

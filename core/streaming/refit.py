@@ -226,6 +226,7 @@ class Refitter:
         while True:
             job, args = jobs.get()
             job.run(*args)
+            del job, args  # the window snapshot is freed now, not when the next refit arrives
 
     def collect(self) -> RefitReport | None:
         """The report of a finished threaded refit, once; None if none finished."""

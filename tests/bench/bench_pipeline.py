@@ -2,9 +2,9 @@
 
 Run: ``python tests/bench/bench_pipeline.py [SECONDS]``. Three processes on this machine, over
 ZeroMQ ipc. Phase 1: source at 30 fps (looping) for SECONDS: end-to-end latency (capture
-timestamp to mask received) p50/p95/p99, worker CPU and RSS sampled every 5 s. Phase 2: source
-unthrottled for SECONDS: sustained masks per second and the drops. Beside it: OpenCV MOG2's fps on
-the same frames in this process.
+timestamp to mask received) p50/p95/p99, worker CPU and RSS sampled every 5 s, and the worker's
+peak RSS. Phase 2: source unthrottled for SECONDS: sustained masks per second and the drops.
+Beside it: OpenCV MOG2's fps on the same frames in this process.
 """
 
 import pathlib
@@ -56,18 +56,29 @@ def phase(fps, seconds, tmp):
             next_sample += 5
     elapsed = time.monotonic() - t0
     s = wait_for(lambda: scrape(wport), 30, "the worker's final metrics")
+    peak = peak_rss(worker.pid)
     stop(cap)
     stop(worker)
     sub.close()
     dropped = metric(s, "kdrsdl_worker_frames_dropped_total", camera="bench", reason="overload")
-    return np.array(lat), elapsed, samples, s, dropped
+    return np.array(lat), elapsed, samples, s, dropped, peak
+
+
+def peak_rss(pid):
+    """The process's peak resident set (Linux ``VmHWM``), MiB; NaN where /proc has none."""
+    try:
+        status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return float("nan")
+    kib = [line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")]
+    return int(kib[0]) / 1024 if kib else float("nan")
 
 
 def main():
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 60
     tmp = tempfile.mkdtemp(prefix="kdrsdl-bench-")
     print(f"source: {VIDEO if VIDEO.exists() else 'synthetic (no ../shared)'}, 320 x 240")
-    lat, elapsed, samples, s, dropped = phase(30, seconds, tmp)
+    lat, elapsed, samples, s, dropped, peak = phase(30, seconds, tmp)
     p50, p95, p99 = (1000 * np.percentile(lat, q) for q in (50, 95, 99))
     print(
         f"30 fps input, {elapsed:.0f} s: {len(lat)} masks ({len(lat) / elapsed:.1f}/s), latency ms "
@@ -78,8 +89,9 @@ def main():
     print(
         f"  worker CPU {100 * np.median(cpu):.0f}% of a core (median); RSS MiB over time: "
         + " ".join(f"{r:.0f}" for r in rss)
+        + f"; peak (VmHWM) {peak:.0f}"
     )
-    lat, elapsed, _, s, dropped = phase(0, seconds, tmp)
+    lat, elapsed, _, s, dropped, _ = phase(0, seconds, tmp)
     processed = metric(s, "kdrsdl_worker_frames_processed_total", camera="bench")
     print(
         f"unthrottled, {elapsed:.0f} s: {len(lat) / elapsed:.1f} masks/s received "
