@@ -30,7 +30,18 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "streamer"))
 sys.path.insert(0, str(ROOT))
 
-from helpers import free_port, kdrsdl, metric, receive, scrape, sent_from_log, stop, subscriber, wait_for  # noqa: E402
+from helpers import (  # noqa: E402
+    free_port,
+    metric,
+    receive,
+    scrape,
+    sent_from_log,
+    start_capture,
+    start_worker,
+    stop,
+    subscriber,
+    wait_for,
+)
 
 VIDEO = ROOT.parent / "shared" / "data" / "video" / "motorway_320x240.avi"
 SIZES = ("320x240", "640x480", "1280x720", "1920x1080")
@@ -67,12 +78,10 @@ def mog2_fps(frames):
 
 def pipeline(path, seconds, tmp, tag):
     frames_ep, masks_ep, port = f"ipc://{tmp}/f{tag}", f"ipc://{tmp}/m{tag}", free_port()
-    worker = kdrsdl(
-        "worker", "--camera", "hd", "--frames-endpoint", frames_ep, "--masks-endpoint", masks_ep, "--metrics-port", port
-    )
+    worker = start_worker(frames_ep, masks_ep, port, camera="hd")
     wait_for(lambda: scrape(port), 60, "worker metrics")
     sub = subscriber(masks_ep, "hd")
-    cap = kdrsdl("capture", "--camera", "hd", "--source", path, "--loop", "--fps", 30, "--frames-endpoint", frames_ep)
+    cap = start_capture(frames_ep, path, "--loop", "--fps", 30, camera="hd")
     lat, samples, shapes, first = [], [], set(), None
     t0 = time.monotonic()
     next_sample = t0

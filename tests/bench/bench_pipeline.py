@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "streamer"))
 sys.path.insert(0, str(ROOT))
 
-from helpers import free_port, kdrsdl, metric, receive, scrape, stop, subscriber, wait_for  # noqa: E402
+from helpers import free_port, metric, receive, scrape, start_capture, start_worker, stop, subscriber, wait_for  # noqa: E402
 
 VIDEO = ROOT.parent / "shared" / "data" / "video" / "motorway_320x240.avi"
 
@@ -28,14 +28,10 @@ VIDEO = ROOT.parent / "shared" / "data" / "video" / "motorway_320x240.avi"
 def phase(fps, seconds, tmp):
     frames, masks, wport = f"ipc://{tmp}/f{fps}", f"ipc://{tmp}/m{fps}", free_port()
     source = str(VIDEO) if VIDEO.exists() else "synthetic"
-    worker = kdrsdl(
-        "worker", "--camera", "bench", "--frames-endpoint", frames, "--masks-endpoint", masks, "--metrics-port", wport
-    )
+    worker = start_worker(frames, masks, wport, camera="bench")
     wait_for(lambda: scrape(wport), 30, "worker metrics")
     sub = subscriber(masks, "bench")
-    cap = kdrsdl(
-        "capture", "--camera", "bench", "--source", source, "--loop", "--frames-endpoint", frames, "--fps", fps
-    )
+    cap = start_capture(frames, source, "--loop", "--fps", fps, camera="bench")
     lat, samples = [], []
     t0 = time.monotonic()
     next_sample = t0

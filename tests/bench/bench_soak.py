@@ -25,7 +25,18 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "streamer"))
 sys.path.insert(0, str(ROOT))
 
-from helpers import free_port, kdrsdl, metric, receive, scrape, sent_from_log, stop, subscriber, wait_for  # noqa: E402
+from helpers import (  # noqa: E402
+    free_port,
+    metric,
+    receive,
+    scrape,
+    sent_from_log,
+    start_capture,
+    start_worker,
+    stop,
+    subscriber,
+    wait_for,
+)
 
 VIDEO = ROOT.parent / "shared" / "data" / "video" / "motorway_320x240.avi"
 WARMUP_S = 120
@@ -68,36 +79,18 @@ def main():
         sys.exit(f"needs the motorway video at {VIDEO}")
     tmp = tempfile.mkdtemp(prefix="kdrsdl-soak-")
     frames, masks, wport, cport = f"ipc://{tmp}/frames", f"ipc://{tmp}/masks", free_port(), free_port()
-    worker = kdrsdl(
-        "worker",
-        "--camera",
-        "soak",
-        "--frames-endpoint",
-        frames,
-        "--masks-endpoint",
-        masks,
-        "--metrics-port",
-        wport,
-        "--state-dir",
-        tmp,
-        "--checkpoint-interval",
-        60,
-    )
+    worker = start_worker(frames, masks, wport, "--state-dir", tmp, "--checkpoint-interval", 60, camera="soak")
     wait_for(lambda: scrape(wport), 30, "worker metrics")
     sub = subscriber(masks, "soak")
-    cap = kdrsdl(
-        "capture",
-        "--camera",
-        "soak",
-        "--source",
+    cap = start_capture(
+        frames,
         VIDEO,
         "--loop",
         "--fps",
         30,
-        "--frames-endpoint",
-        frames,
         "--metrics-port",
         cport,
+        camera="soak",
     )
     peer = subprocess.Popen([sys.executable, "-c", MOG2_PEER, str(VIDEO), str(seconds)])
     samples = []  # (t, worker rss, worker fds, capture rss, capture fds, mog2 rss)

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 from conftest import ROOT
-from helpers import free_port, kdrsdl, scrape, stop, tcp, wait_for
+from helpers import free_port, scrape, start_capture, start_worker, stop, tcp, wait_for
 
 PROM = ROOT / "deploy" / "prometheus"
 DASHBOARD = ROOT / "deploy" / "grafana" / "kdrsdl-dashboard.json"
@@ -45,23 +45,9 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(tmp_path):
     prometheus = _need("prometheus")
     cport, wport, pport = free_port(), free_port(), free_port()
     frames, masks = tcp(), tcp()
-    worker = kdrsdl(
-        "worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks, "--metrics-port", wport
-    )
+    worker = start_worker(frames, masks, wport)
     wait_for(lambda: scrape(wport), 20, "worker /metrics")
-    capture = kdrsdl(
-        "capture",
-        "--camera",
-        "cam1",
-        "--source",
-        "synthetic:160x120",
-        "--frames-endpoint",
-        frames,
-        "--fps",
-        30,
-        "--metrics-port",
-        cport,
-    )
+    capture = start_capture(frames, "synthetic:160x120", "--fps", 30, "--metrics-port", cport)
     (tmp_path / "prometheus.yml").write_text(f"""
 global: {{scrape_interval: 1s, evaluation_interval: 1s}}
 scrape_configs:

@@ -39,6 +39,19 @@ def kdrsdl(*args, env=None, **kw):
     )
 
 
+def start_worker(frames, masks, port, *extra, camera="cam1", **kw):
+    """Start ``kdrsdl worker`` on these endpoints and metrics port; ``extra`` are more flags."""
+    return kdrsdl(
+        "worker", "--camera", camera, "--frames-endpoint", frames, "--masks-endpoint", masks, "--metrics-port", port,
+        *extra, **kw,
+    )  # fmt: skip
+
+
+def start_capture(frames, source, *extra, camera="cam1", **kw):
+    """Start ``kdrsdl capture`` from ``source`` to ``frames``; ``extra`` are more flags (``--fps``...)."""
+    return kdrsdl("capture", "--camera", camera, "--source", source, "--frames-endpoint", frames, *extra, **kw)
+
+
 def wait_for(cond, timeout, what):
     """Poll ``cond()`` until it returns a truthy value; fail after ``timeout`` seconds."""
     end = time.monotonic() + timeout

@@ -6,36 +6,19 @@ import signal
 import time
 
 import numpy as np
-from helpers import free_port, kdrsdl, metric, receive, scrape, stop, subscriber, tcp, wait_for
+from helpers import free_port, metric, receive, scrape, start_capture, start_worker, stop, subscriber, tcp, wait_for
 
 from streamer import checkpoint
 
 
 def _worker(frames, masks, port, state_dir, *extra):
-    proc = kdrsdl(
-        "worker",
-        "--camera",
-        "cam1",
-        "--frames-endpoint",
-        frames,
-        "--masks-endpoint",
-        masks,
-        "--metrics-port",
-        port,
-        "--state-dir",
-        state_dir,
-        "--checkpoint-interval",
-        1,
-        *extra,
-    )
+    proc = start_worker(frames, masks, port, "--state-dir", state_dir, "--checkpoint-interval", 1, *extra)
     wait_for(lambda: scrape(port), 20, "the worker's /metrics")
     return proc
 
 
 def _capture(frames, fps=60):
-    return kdrsdl(
-        "capture", "--camera", "cam1", "--source", "synthetic:160x120", "--frames-endpoint", frames, "--fps", fps
-    )
+    return start_capture(frames, "synthetic:160x120", "--fps", fps)
 
 
 def test_kill_9_worker_resumes_warm_from_its_checkpoint(tmp_path):
@@ -68,21 +51,7 @@ def test_kill_9_worker_resumes_warm_from_its_checkpoint(tmp_path):
             pass
 
         t0 = time.monotonic()
-        worker = kdrsdl(
-            "worker",
-            "--camera",
-            "cam1",
-            "--frames-endpoint",
-            frames,
-            "--masks-endpoint",
-            masks,
-            "--metrics-port",
-            port,
-            "--state-dir",
-            tmp_path,
-            "--checkpoint-interval",
-            1,
-        )
+        worker = start_worker(frames, masks, port, "--state-dir", tmp_path, "--checkpoint-interval", 1)
         after = wait_for(lambda: receive(sub, 0.2), 15, "a mask from the restarted worker")
         took = time.monotonic() - t0
         print(f"first mask {took:.2f} s after the restart")

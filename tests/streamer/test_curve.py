@@ -5,7 +5,7 @@ import shutil
 import time
 
 import zmq
-from helpers import free_port, kdrsdl, metric, scrape, stop, tcp, wait_for
+from helpers import free_port, kdrsdl, metric, scrape, start_capture, start_worker, stop, tcp, wait_for
 
 from streamer.protocol import decode, encode
 from streamer.security import create_keys, make_client
@@ -31,33 +31,14 @@ def test_curve_admits_authorized_peers_only(tmp_path):
     worker_secret, worker_public = str(paths["worker"][1]), str(paths["worker"][0])
 
     frames, masks, port = tcp(), tcp(), free_port()
-    worker = kdrsdl(
-        "worker",
-        "--camera",
-        "cam1",
-        "--frames-endpoint",
-        frames,
-        "--masks-endpoint",
-        masks,
-        "--metrics-port",
-        port,
-        "--curve-secret-key",
-        worker_secret,
-        "--curve-authorized-keys",
-        allowed,
-    )
+    worker = start_worker(frames, masks, port, "--curve-secret-key", worker_secret, "--curve-authorized-keys", allowed)
     wait_for(lambda: scrape(port), 20, "the worker's /metrics")
     viewer = _sub(masks, (str(paths["viewer"][1]), worker_public))
     plain = _sub(masks)  # no CURVE at all
     intruder = _sub(masks, (str(paths["intruder"][1]), worker_public))  # CURVE, but a key not authorized
-    cap = kdrsdl(
-        "capture",
-        "--camera",
-        "cam1",
-        "--source",
-        "synthetic:160x120",
-        "--frames-endpoint",
+    cap = start_capture(
         frames,
+        "synthetic:160x120",
         "--fps",
         50,
         "--curve-secret-key",

@@ -8,7 +8,19 @@ import time
 
 import pytest
 from conftest import MOTORWAY, need
-from helpers import free_port, kdrsdl, metric, receive, scrape, sent_from_log, stop, subscriber, tcp, wait_for
+from helpers import (
+    free_port,
+    metric,
+    receive,
+    scrape,
+    sent_from_log,
+    start_capture,
+    start_worker,
+    stop,
+    subscriber,
+    tcp,
+    wait_for,
+)
 
 DURATION_S = 60
 # The capture reads about 900 frames/s of this video here. The default per-frame path (~600 masks/s
@@ -36,34 +48,10 @@ def _rss_mib(pid):
 def test_source_2x_faster_than_the_worker_for_60_s():
     video = need(MOTORWAY)
     frames, masks, wport, cport = tcp(), tcp(), free_port(), free_port()
-    worker = kdrsdl(
-        "worker",
-        "--camera",
-        "cam1",
-        "--frames-endpoint",
-        frames,
-        "--masks-endpoint",
-        masks,
-        "--metrics-port",
-        wport,
-        *SLOW_WORKER,
-    )
+    worker = start_worker(frames, masks, wport, *SLOW_WORKER)
     wait_for(lambda: scrape(wport), 20, "the worker's /metrics")
     sub = subscriber(masks, "cam1")
-    cap = kdrsdl(
-        "capture",
-        "--camera",
-        "cam1",
-        "--source",
-        video,
-        "--loop",
-        "--fps",
-        FPS,
-        "--frames-endpoint",
-        frames,
-        "--metrics-port",
-        cport,
-    )
+    cap = start_capture(frames, video, "--loop", "--fps", FPS, "--metrics-port", cport)
     rss = {"worker": [], "capture": []}
     latencies = []
     done = threading.Event()

@@ -17,6 +17,8 @@ from helpers import (
     rtsp_server,
     scrape,
     sent_from_log,
+    start_capture,
+    start_worker,
     stop,
     subscriber,
     tcp,
@@ -29,9 +31,7 @@ from streamer.protocol import encode
 @pytest.fixture
 def worker():
     frames, masks, port = tcp(), tcp(), free_port()
-    proc = kdrsdl(
-        "worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks, "--metrics-port", port
-    )
+    proc = start_worker(frames, masks, port)
     wait_for(lambda: scrape(port), 20, "the worker's /metrics")
     yield frames, masks, port, proc
     rc, _, err = stop(proc)
@@ -51,19 +51,7 @@ def _drain(sub, until, timeout):
 def test_every_frame_sent_gets_one_mask_or_a_counted_drop(worker):
     frames, masks_ep, port, _ = worker
     sub = subscriber(masks_ep, "cam1")
-    cap = kdrsdl(
-        "capture",
-        "--camera",
-        "cam1",
-        "--source",
-        "synthetic:160x120",
-        "--frames-endpoint",
-        frames,
-        "--fps",
-        60,
-        "--max-frames",
-        150,
-    )
+    cap = start_capture(frames, "synthetic:160x120", "--fps", 60, "--max-frames", 150)
     cap.wait(timeout=60)
     rc, _, err = stop(cap)
     assert rc == 0, err
@@ -170,7 +158,7 @@ def test_file_source_real_motorway_video_end_to_end(worker):
     sub = subscriber(masks_ep, "cam1")
     # 50 fps: the worker processes about 290 frames/s alone, so it keeps up with room to spare even
     # on a busy machine (at 100 fps a loaded run processed 366 of 748 frames)
-    cap = kdrsdl("capture", "--camera", "cam1", "--source", video, "--frames-endpoint", frames, "--fps", 50)
+    cap = start_capture(frames, video, "--fps", 50)
     cap.wait(timeout=120)
     rc, _, err = stop(cap)
     assert rc == 0, err
@@ -204,17 +192,7 @@ def test_rtsp_stream_from_a_real_server(worker):
     try:
         frames, masks_ep, mport, _ = worker
         sub = subscriber(masks_ep, "cam1")
-        cap = kdrsdl(
-            "capture",
-            "--camera",
-            "cam1",
-            "--source",
-            f"rtsp://127.0.0.1:{port}/test",
-            "--frames-endpoint",
-            frames,
-            "--max-frames",
-            100,
-        )
+        cap = start_capture(frames, f"rtsp://127.0.0.1:{port}/test", "--max-frames", 100)
         got = _drain(sub, 60, 60)
         assert len(got) >= 60
         assert got[-1].header["shape"] == [240, 320]
@@ -257,19 +235,7 @@ def test_run_command_first_look(tmp_path):
 def test_restarted_subscriber_misses_only_what_it_was_away_for(worker):
     frames, masks_ep, port, _ = worker
     first = subscriber(masks_ep, "cam1")
-    cap = kdrsdl(
-        "capture",
-        "--camera",
-        "cam1",
-        "--source",
-        "synthetic:160x120",
-        "--frames-endpoint",
-        frames,
-        "--fps",
-        50,
-        "--max-frames",
-        300,
-    )
+    cap = start_capture(frames, "synthetic:160x120", "--fps", 50, "--max-frames", 300)
     try:
         before = _drain(first, 40, 30)
         first.close()  # the subscriber goes away mid-stream ...

@@ -3,17 +3,27 @@
 import signal
 import time
 
-from helpers import free_port, kdrsdl, metric, receive, rtsp_server, scrape, stop, subscriber, tcp, wait_for
+from helpers import (
+    free_port,
+    metric,
+    receive,
+    rtsp_server,
+    scrape,
+    start_capture,
+    start_worker,
+    stop,
+    subscriber,
+    tcp,
+    wait_for,
+)
 
 
 def _pipeline(url):
     frames, masks, wport, cport = tcp(), tcp(), free_port(), free_port()
-    worker = kdrsdl(
-        "worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks, "--metrics-port", wport
-    )
+    worker = start_worker(frames, masks, wport)
     wait_for(lambda: scrape(wport), 20, "the worker's /metrics")
     sub = subscriber(masks, "cam1")
-    cap = kdrsdl("capture", "--camera", "cam1", "--source", url, "--frames-endpoint", frames, "--metrics-port", cport)
+    cap = start_capture(frames, url, "--metrics-port", cport)
     wait_for(lambda: receive(sub, 0.5), 30, "masks from the RTSP stream")
     return worker, cap, sub, cport
 
