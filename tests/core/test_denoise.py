@@ -44,14 +44,14 @@ def test_salt_and_pepper_density_and_psnr():
 @pytest.mark.parametrize("density, gain, over_rpca", [(0.3, 20.0, 10.0), (0.6, 15.0, 8.0)])
 def test_kdrsdl_removes_the_noise_and_beats_rpca(faces, density, gain, over_rpca):
     # Measured on this crop over seeds 1-3: 30% noise 10.4 -> 35.5-35.7 dB (RPCA 20.6-20.7);
-    # 60% noise 7.4 -> 25.5-25.8 dB (RPCA 14.0-14.1). The bounds leave about 5 dB of margin
-    # (3 dB against RPCA) for BLAS and platform differences.
+    # 60% noise 7.4 -> 24.5-24.9 dB (RPCA 14.0-14.1). The bounds leave about 5 dB of margin at
+    # 30% and 2 dB at 60% for BLAS and platform differences, which move PSNR by about 0.01 dB.
     noisy = salt_and_pepper(faces, density, seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         L, params = denoise_kdrsdl(noisy, density)
         L_rpca, _ = denoise_rpca(noisy)
-    assert params["rank"] == 32 and params["alpha"] == (1e-3 if density <= 0.3 else 1e-2)
+    assert params["rank"] == 32 and params["alpha"] == (1e-3 if density <= 0.3 else 6e-3)
     before, ours, rpca = psnr(faces, noisy), psnr(faces, L), psnr(faces, L_rpca)
     assert ours > before + gain, (before, ours)
     assert ours > rpca + over_rpca, (ours, rpca)
