@@ -309,7 +309,7 @@ class KDRSDLBackgroundSubtractor:
             # (median over one pixel in each 4 x 4 block: a sixteenth of the cost, the same offset to ~1e-3)
             bg_small = bg_small + np.float32(np.median(small[::4, ::4] - bg_small[::4, ::4]))
         bg = self._upsample(bg_small, x.shape)
-        score = np.abs(x - bg)
+        score = cv2.absdiff(x, bg)  # |x - bg| in one pass
         self._background = bg
         t = (
             None
@@ -337,7 +337,7 @@ class KDRSDLBackgroundSubtractor:
         if p.mask_resolution == "input":
             mask = resolution.enlarge_mask(mask, shape)
         return FrameResult(
-            fgmask=mask.astype(np.uint8) * 255,
+            fgmask=mask.view(np.uint8) * np.uint8(255),
             score_processing=score,
             threshold=None if t is None else float(t),
             refit=refit if refit is not None else self._sync_refit,
@@ -389,7 +389,7 @@ class KDRSDLBackgroundSubtractor:
         if a.ndim != 2 or 0 in a.shape:
             raise ValueError(f"frame must be a non-empty 2-D grayscale array, got shape {a.shape}")
         if a.dtype == np.uint8:
-            return a.astype(np.float32) * np.float32(1 / 255)
+            return np.multiply(a, np.float32(1 / 255), dtype=np.float32)  # one pass
         a = a.astype(np.float32)
         if not np.isfinite(a).all():
             raise ValueError("frame contains non-finite values")

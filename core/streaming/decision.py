@@ -138,7 +138,10 @@ class PixelDecision:
             self._half = (sigma, np.maximum(np.float32(p.k_sigma) * sigma, np.float32(p.floor)))
         h = self._half[1]
         if p.blink_gain > 0:
-            h = h * (1 + np.float32(p.blink_gain) * self.v)
+            widen = np.multiply(self.v, np.float32(p.blink_gain))
+            widen += 1
+            widen *= h
+            h = widen  # h (1 + blink_gain v), in one buffer
         lo, hi = bg - h, bg + h
         if p.tolerance > 1:
             k = square(p.tolerance)
