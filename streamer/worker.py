@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 STOP_REFIT_WAIT_S = 2.0
 #: Milliseconds the loop waits for a frame before it beats the watchdog anyway.
 POLL_MS = 200
+#: Seconds between two trims of the freed heap (streamer.memory). A trim makes the next frame
+#: fault its buffers back in: at 1920x1080, trimming after every refit (each 1.3 s) took p99
+#: latency from 27 to 37-53 ms (README, "Pipeline").
+TRIM_INTERVAL_S = 10.0
 
 
 def contact_sheet(
@@ -107,6 +111,8 @@ class _Worker:
         self.stage = ModelStage(cfg.model.params())
         self.epoch, self.seq, self.rejected = new_epoch(), 0, 0
         self.last: tuple[np.ndarray, FrameResult] | None = None  # the last frame and its result
+        self.trim_due = False  # a refit landed: its freed temporaries go back to the OS when idle
+        self.last_trim = time.monotonic()
         self.ckpt: Checkpointer | None = None
         if w.state_dir:
             path = checkpoint.path_for(w.state_dir, cfg.camera)
@@ -180,8 +186,7 @@ class _Worker:
         self.m.masks_published.inc()
         self.m.fg_ratio.set(fg_ratio)
         self.last = (msg.image, res)
-        if report.refit is not None:
-            release_freed_heap()  # after the mask is out, so that no frame waits for it
+        self.trim_due |= report.refit is not None
 
     def _count_refit(self, r: RefitReport | None) -> None:
         if r is None:
@@ -253,6 +258,10 @@ def run_worker(
                 msg = worker.intake.next()
                 if msg is not None:
                     worker.process(msg, sockets.pub)
+            if worker.trim_due and time.monotonic() - worker.last_trim > TRIM_INTERVAL_S:
+                if not len(worker.intake) and not sockets.pull.poll(0):
+                    release_freed_heap()  # no frame waits for it (docs/design.md, "Processes")
+                    worker.trim_due, worker.last_trim = False, time.monotonic()
             worker.m.progress()
             if notify:
                 notify("WATCHDOG=1")

@@ -309,7 +309,7 @@ class KDRSDLBackgroundSubtractor:
             # (median over one pixel in each 4 x 4 block: a sixteenth of the cost, the same offset to ~1e-3)
             bg_small = bg_small + np.float32(np.median(small[::4, ::4] - bg_small[::4, ::4]))
         bg = self._upsample(bg_small, x.shape)
-        score = cv2.absdiff(x, bg)  # |x - bg| in one pass
+        score: np.ndarray = cv2.absdiff(x, bg)  # |x - bg| in one pass
         self._background = bg
         t = (
             None
