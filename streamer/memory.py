@@ -2,7 +2,7 @@
 
 A refit allocates and frees about six window-sized temporaries (50 MiB at 320 x 240, window 30).
 glibc keeps freed heap pages mapped, so without a trim the worker holds that memory between
-refits as if it were live (docs/design.md, "Processes").
+refits as if it were live, and the heap fragments over minutes (docs/design.md, "Processes").
 """
 
 import ctypes
@@ -15,7 +15,8 @@ def release_freed_heap() -> bool:
     """Hand the process's free heap pages back to the OS (glibc ``malloc_trim(0)``).
 
     It walks every allocator arena, which takes 2-4 ms at 320 x 240 and stalls other threads'
-    allocations meanwhile: call it when no frame is waiting on this process, once per refit.
+    allocations meanwhile, and the pages it frees are faulted back in at their next use. Call it
+    when no frame is waiting, and not often (the worker: at most every 10 s).
 
     Returns
     -------
