@@ -188,6 +188,13 @@ class _Worker:
         self.last = (msg.image, res)
         self.trim_due |= report.refit is not None
 
+    def trim_when_idle(self, pull: zmq.Socket) -> None:
+        """Hand the freed heap of the refits that landed back to the OS, when due and no frame waits."""
+        if self.trim_due and time.monotonic() - self.last_trim > TRIM_INTERVAL_S:
+            if not len(self.intake) and not pull.poll(0):
+                release_freed_heap()  # docs/design.md, "Processes"
+                self.trim_due, self.last_trim = False, time.monotonic()
+
     def _count_refit(self, r: RefitReport | None) -> None:
         if r is None:
             return
@@ -258,10 +265,7 @@ def run_worker(
                 msg = worker.intake.next()
                 if msg is not None:
                     worker.process(msg, sockets.pub)
-            if worker.trim_due and time.monotonic() - worker.last_trim > TRIM_INTERVAL_S:
-                if not len(worker.intake) and not sockets.pull.poll(0):
-                    release_freed_heap()  # no frame waits for it (docs/design.md, "Processes")
-                    worker.trim_due, worker.last_trim = False, time.monotonic()
+            worker.trim_when_idle(sockets.pull)
             worker.m.progress()
             if notify:
                 notify("WATCHDOG=1")
