@@ -361,20 +361,7 @@ class KDRSDLBackgroundSubtractor:
 
     def _new_decider(self, shape):
         p = self.params
-        return PixelDecision(
-            shape,
-            DecisionParams(
-                k_sigma=p.k_sigma,
-                floor=p.pixel_floor,
-                tolerance=p.tolerance,
-                tolerance_blink=p.tolerance_blink,
-                blink_gain=p.blink_gain,
-                shadow=p.shadow,
-            ),
-            p.open_size,
-            p.close_size,
-            p.fill_holes,
-        )
+        return PixelDecision(shape, DecisionParams.from_knobs(p), p.open_size, p.close_size, p.fill_holes)
 
     def _global_threshold(self, score, small, bg_small):
         p = self.params

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from core.streaming.params import BackgroundParams
 from core.streaming.postprocess import postprocess, square
 
 #: sqrt(pi / 2): turns a mean absolute deviation into a Gaussian sigma.
@@ -56,9 +57,18 @@ def pixel_spread(X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float) -> n
     return (MEAN_ABS_TO_SIGMA * total / np.maximum(n, 1)).astype(np.float32)
 
 
+#: The model's knobs at their defaults: the decision's own defaults come from them, so that each
+#: knob is declared once (core.streaming.params).
+_DEFAULTS = BackgroundParams()
+
+
 @dataclass
 class DecisionParams:
     """Knobs of :class:`PixelDecision`.
+
+    The fields that are also model knobs (``k_sigma``, ``floor`` = ``pixel_floor``,
+    ``tolerance``, ``tolerance_blink``, ``blink_gain``, ``shadow``) default to the knob's
+    default; :meth:`from_knobs` takes them from a model's parameters.
 
     Attributes
     ----------
@@ -88,19 +98,31 @@ class DecisionParams:
         neighbourhood (pixels): a shadow scales the background uniformly.
     """
 
-    k_sigma: float = 3.0
-    floor: float = 0.06
-    tolerance: int = 5
-    tolerance_blink: float = 0.5
-    blink_gain: float = 0.1
+    k_sigma: float = _DEFAULTS.k_sigma
+    floor: float = _DEFAULTS.pixel_floor
+    tolerance: int = _DEFAULTS.tolerance
+    tolerance_blink: float = _DEFAULTS.tolerance_blink
+    blink_gain: float = _DEFAULTS.blink_gain
     blink_up: float = 1.0
     blink_down: float = 0.1
     blink_max: float = 20.0
     object_margin: int = 5
-    shadow: bool = True
+    shadow: bool = _DEFAULTS.shadow
     shadow_ratio: tuple = (0.6, 0.92)
     shadow_spread: float = 0.03
     shadow_window: int = 5
+
+    @classmethod
+    def from_knobs(cls, p: BackgroundParams) -> "DecisionParams":
+        """The decision's knobs as a model's parameters set them; the others at their defaults."""
+        return cls(
+            k_sigma=p.k_sigma,
+            floor=p.pixel_floor,
+            tolerance=p.tolerance,
+            tolerance_blink=p.tolerance_blink,
+            blink_gain=p.blink_gain,
+            shadow=p.shadow,
+        )
 
 
 class PixelDecision:

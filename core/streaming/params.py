@@ -262,8 +262,9 @@ class BackgroundParams:
     blink_gain: float = knob(0.1, "Band widening per unit of a pixel's blink count; 0 = no feedback.", "", 0, 10)
     shadow: bool = knob(
         True,
-        "A pixel darker than its band by a ratio in (0.6, 0.92) that is uniform over its 5 x 5 "
-        "neighbourhood (standard deviation < 0.03) is a cast shadow, not foreground.",
+        "A pixel darker than its band by a ratio x / background that is uniform over its "
+        "neighbourhood is a cast shadow, not foreground (the bounds: "
+        "core.streaming.decision.DecisionParams).",
     )
     # ------------------------------------------------------------------ post-processing and learning
     open_size: int = knob(

@@ -20,7 +20,18 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "streamer"))
 sys.path.insert(0, str(ROOT))
 
-from helpers import free_port, metric, receive, scrape, start_capture, start_worker, stop, subscriber, wait_for  # noqa: E402
+from helpers import (  # noqa: E402
+    free_port,
+    memory_mib,
+    metric,
+    receive,
+    scrape,
+    start_capture,
+    start_worker,
+    stop,
+    subscriber,
+    wait_for,
+)
 
 VIDEO = ROOT.parent / "shared" / "data" / "video" / "motorway_320x240.avi"
 
@@ -52,22 +63,12 @@ def phase(fps, seconds, tmp):
             next_sample += 5
     elapsed = time.monotonic() - t0
     s = wait_for(lambda: scrape(wport), 30, "the worker's final metrics")
-    peak = peak_rss(worker.pid)
+    peak = memory_mib(worker.pid, "VmHWM")
     stop(cap)
     stop(worker)
     sub.close()
     dropped = metric(s, "kdrsdl_worker_frames_dropped_total", camera="bench", reason="overload")
     return np.array(lat), elapsed, samples, s, dropped, peak
-
-
-def peak_rss(pid):
-    """The process's peak resident set (Linux ``VmHWM``), MiB; NaN where /proc has none."""
-    try:
-        status = pathlib.Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return float("nan")
-    kib = [line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")]
-    return int(kib[0]) / 1024 if kib else float("nan")
 
 
 def main():

@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from helpers import (  # noqa: E402
     free_port,
+    memory_mib,
     metric,
     receive,
     scrape,
@@ -59,9 +60,7 @@ while time.monotonic() < end:
 
 def proc_stats(pid):
     """(RSS in MiB, open file descriptors) of a live process, from /proc."""
-    with open(f"/proc/{pid}/status") as f:
-        rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
-    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+    return memory_mib(pid), len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def growth(series, t):

@@ -84,7 +84,7 @@ def test_a_cast_shadow_is_vetoed_an_object_of_the_same_darkness_is_not():
     x2 = bg.copy()
     x2[5:15, 5:15] *= 0.5
     assert (
-        PixelDecision(bg.shape, DecisionParams(tolerance=1, blink_gain=0), 0, 0, False)
+        PixelDecision(bg.shape, DecisionParams(tolerance=1, blink_gain=0, shadow=True), 0, 0, False)
         .decide(x2, bg, sigma)[5:15, 5:15]
         .all()
     )

@@ -52,6 +52,15 @@ def start_capture(frames, source, *extra, camera="cam1", **kw):
     return kdrsdl("capture", "--camera", camera, "--source", source, "--frames-endpoint", frames, *extra, **kw)
 
 
+def memory_mib(pid, field="VmRSS"):
+    """A process's memory from ``/proc/PID/status``, MiB: ``VmRSS`` (resident now) or ``VmHWM`` (its peak)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise LookupError(f"no {field} in /proc/{pid}/status")
+
+
 def wait_for(cond, timeout, what):
     """Poll ``cond()`` until it returns a truthy value; fail after ``timeout`` seconds."""
     end = time.monotonic() + timeout

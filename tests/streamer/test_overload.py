@@ -10,6 +10,7 @@ import pytest
 from conftest import MOTORWAY, need
 from helpers import (
     free_port,
+    memory_mib,
     metric,
     receive,
     scrape,
@@ -36,14 +37,6 @@ SLOW_WORKER = ("--frame-model", "fit")
 RSS_BOUND_MIB = {"worker": 350, "capture": 200}
 
 
-def _rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
-
-
 @pytest.mark.timeout(300)
 def test_source_2x_faster_than_the_worker_for_60_s():
     video = need(MOTORWAY)
@@ -60,7 +53,7 @@ def test_source_2x_faster_than_the_worker_for_60_s():
         while not done.wait(1.0):
             for name, proc in (("worker", worker), ("capture", cap)):
                 if proc.poll() is None:
-                    rss[name].append(_rss_mib(proc.pid))
+                    rss[name].append(memory_mib(proc.pid))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
