@@ -234,7 +234,18 @@ def test_paper_protocol_oracle_sweep(tmp_path):
     assert sweep["best_auc"] >= 0.95
 
 
-FIVE = HIGHWAY.parent.parent  # ../shared/data/cdnet2014: highway, office, pedestrians, badminton, canoe
+CDNET = HIGHWAY.parent.parent  # ../shared/data/cdnet2014
+#: The sequences the streaming model v2 was tuned and judged on (issue 13).
+FIVE = (
+    "baseline/highway",
+    "baseline/office",
+    "baseline/pedestrians",
+    "cameraJitter/badminton",
+    "dynamicBackground/canoe",
+)
+#: Waving trees, added to shared/data after v2 (issue 23): not one of the five it was tuned on.
+FALL = "dynamicBackground/fall"
+PEERS = ("mog2+post", "knn+post", "gsoc")
 
 
 #: SuBSENSE's F on the five sequences, from the README's `kdrsdl evaluate` run (pybgs is
@@ -244,33 +255,39 @@ SUBSENSE_MEAN = 0.842
 
 
 @pytest.fixture(scope="module")
-def five():
-    """Ours and the OpenCV peers the streaming model v2 is judged against, on the five sequences.
+def cdnet():
+    """Ours and the OpenCV peers on every sequence in ../shared/data/cdnet2014, F per sequence.
 
-    About 4 minutes on a quiet 2-core machine; 18 minutes measured with two other CPU-bound jobs
-    beside it, hence the timeout of the tests that use it.
+    About 6 minutes on a quiet 2-core machine for the six sequences; 18 minutes were measured
+    for the five with two other CPU-bound jobs beside them, hence the tests' timeout.
     """
-    need(FIVE)
-    res = run_evaluate(FIVE, "cdnet", ["kdrsdl-stream", "mog2+post", "knn+post", "gsoc"])
+    need(CDNET)
+    res = run_evaluate(CDNET, "cdnet", ["kdrsdl-stream", *PEERS])
     return {name: {m: e["f_measure"] for m, e in s["methods"].items()} for name, s in res["sequences"].items()}
 
 
-@pytest.mark.timeout(1800)
+@pytest.fixture(scope="module")
+def five(cdnet):
+    missing = set(FIVE) - set(cdnet)
+    assert not missing, f"sequences of issue 13 missing from {CDNET}: {missing}"
+    return {name: cdnet[name] for name in FIVE}
+
+
+@pytest.mark.timeout(2400)
 def test_streaming_model_mean_reaches_subsense(five):
     """Issue 13: mean F over the five sequences at least SuBSENSE's.
 
     Measured: ours 0.868 (README run), SuBSENSE 0.842. The margin is about 0.026, one sequence
     moving by 0.13.
     """
-    assert len(five) == 5
     mean = {m: np.mean([f[m] for f in five.values()]) for m in next(iter(five.values()))}
     assert mean["kdrsdl-stream"] >= SUBSENSE_MEAN
     # and well above the peers that the model must beat on every sequence
-    for peer in ("mog2+post", "knn+post", "gsoc"):
+    for peer in PEERS:
         assert mean["kdrsdl-stream"] > mean[peer] + 0.05, peer
 
 
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(2400)
 def test_streaming_model_beats_the_opencv_peers_on_every_sequence(five):
     """Issue 13: F above MOG2+post, KNN+post and GSOC on every sequence.
 
@@ -279,5 +296,23 @@ def test_streaming_model_beats_the_opencv_peers_on_every_sequence(five):
     0.0003, a third of that margin.
     """
     for name, f in five.items():
-        for peer in ("mog2+post", "knn+post", "gsoc"):
+        for peer in PEERS:
             assert f["kdrsdl-stream"] > f[peer], (name, peer, f)
+
+
+@pytest.mark.timeout(2400)
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 23 (model v3), not reached by v2: fall F 0.227 (P 0.129, R 0.907) against MOG2+post 0.795",
+)
+def test_streaming_model_beats_the_opencv_peers_on_waving_trees(cdnet):
+    """Issue 23: on fall, a scene the model was not tuned on, F above MOG2+post, KNN+post and GSOC.
+
+    The peers measure 0.795, 0.638 and 0.530 there (the data README's figures).
+    """
+    if FALL not in cdnet:
+        pytest.skip(f"{FALL} is not in {CDNET}")
+    f = cdnet[FALL]
+    assert f["mog2+post"] == pytest.approx(0.795, abs=0.005)
+    for peer in PEERS:
+        assert f["kdrsdl-stream"] > f[peer], (peer, f)
