@@ -11,16 +11,26 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
 
 import numpy as np
 
 from streamer import checkpoint
 
 if TYPE_CHECKING:
-    from core.streaming.background import KDRSDLBackgroundSubtractor
     from streamer.metrics import WorkerMetrics
     from streamer.protocol import SequenceTracker
+
+
+class Checkpointable(Protocol):
+    """What is checkpointed: the worker's model stage (:class:`streamer.model_stage.ModelStage`)."""
+
+    @property
+    def n_frames(self) -> int: ...
+
+    def checkpoint(self) -> dict[str, np.ndarray | np.generic] | None: ...
+
+    def restore(self, arrays: Mapping[str, Any]) -> bool: ...
 
 
 class Checkpointer:
@@ -43,7 +53,7 @@ class Checkpointer:
         self._pending: Future[None] | None = None
         self._next = time.monotonic() + interval_s
 
-    def restore(self, model: KDRSDLBackgroundSubtractor, tracker: SequenceTracker) -> Optional[str]:
+    def restore(self, model: Checkpointable, tracker: SequenceTracker) -> Optional[str]:
         """Resume ``model`` and ``tracker`` from the file; the outcome label, or None without a file.
 
         Returns
@@ -57,7 +67,7 @@ class Checkpointer:
             self.metrics.checkpoint_restores[outcome].inc()
         return outcome
 
-    def _restore(self, model: KDRSDLBackgroundSubtractor, tracker: SequenceTracker) -> Optional[str]:
+    def _restore(self, model: Checkpointable, tracker: SequenceTracker) -> Optional[str]:
         try:
             arrays = checkpoint.load(self.path)
         except checkpoint.CheckpointError as exc:
@@ -75,16 +85,10 @@ class Checkpointer:
             return "mismatch"
         if "worker_epoch" in arrays:
             tracker.epoch, tracker.last = str(arrays["worker_epoch"]), int(arrays["worker_last_seq"])
-        self.log.info(
-            "%s restore from %s: %d frames seen, window of %d frames",
-            "warm" if warm else "window",
-            self.path,
-            model.n_frames,
-            len(arrays["window"]),
-        )
+        self.log.info("%s restore from %s: %d frames seen", "warm" if warm else "window", self.path, model.n_frames)
         return "warm" if warm else "window"
 
-    def tick(self, model: KDRSDLBackgroundSubtractor, tracker: SequenceTracker) -> None:
+    def tick(self, model: Checkpointable, tracker: SequenceTracker) -> None:
         """Start a periodic checkpoint on the thread when one is due."""
         if time.monotonic() < self._next:
             return
@@ -94,16 +98,14 @@ class Checkpointer:
             if arrays is not None:
                 self._pending = self._writer.submit(self._write, arrays)
 
-    def close(self, model: KDRSDLBackgroundSubtractor, tracker: SequenceTracker) -> None:
+    def close(self, model: Checkpointable, tracker: SequenceTracker) -> None:
         """Wait for a periodic write, then write the final checkpoint."""
         self._writer.shutdown(wait=True)
         arrays = self._arrays(model, tracker)
         if arrays is not None:
             self._write(arrays)
 
-    def _arrays(
-        self, model: KDRSDLBackgroundSubtractor, tracker: SequenceTracker
-    ) -> dict[str, np.ndarray | np.generic] | None:
+    def _arrays(self, model: Checkpointable, tracker: SequenceTracker) -> dict[str, np.ndarray | np.generic] | None:
         """The model's checkpoint plus the worker's sequence position; None before the first frame."""
         arrays = model.checkpoint()
         if arrays is None:

@@ -184,4 +184,4 @@ def load(path: str | None = None, overrides: Mapping[str, Any] | None = None) ->
     except ValidationError as exc:
         raise ConfigError(f"{path or 'command line'}: {_one_line(exc)}") from None
     except ValueError as exc:
-        raise ConfigError(f"{path or 'command line'}: {exc}") from None
+        raise ConfigError(f"{path or 'command line'}: model.{exc}") from None  # the model's checks name a knob

@@ -128,6 +128,7 @@ solver_resets = Counter("kdrsdl_solver_resets_total", "Resets to a cold start (n
 # output
 masks_published = Counter("kdrsdl_masks_published_total", "Masks published", L)
 mask_fg_ratio = Gauge("kdrsdl_mask_foreground_ratio", "Foreground fraction of the last mask", L)
+light_changes = Counter("kdrsdl_light_changes_total", "Changes of light the model absorbed (not reported as motion)", L)
 
 
 #: Every label value each labelled series takes: created at 0 by :func:`serve`, and the only
@@ -167,6 +168,7 @@ class WorkerMetrics:
         self.resets = solver_resets.labels(camera)
         self.masks_published = masks_published.labels(camera)
         self.fg_ratio = mask_fg_ratio.labels(camera)
+        self.light_changes = light_changes.labels(camera)
         self.dropped = {r: worker_dropped.labels(camera, r) for r in WORKER_DROP_REASONS}
         self.starts = {m: solver_starts.labels(camera, m) for m in SOLVER_MODES}
         self.checkpoint_writes = {r: checkpoint_writes.labels(camera, r) for r in CHECKPOINT_WRITE_RESULTS}

@@ -2,16 +2,18 @@
 
 The model never takes the camera down: an exception resets it to a cold start and is reported,
 as are a resolution change (reset) and a refit that failed numerically (reset). The solver
-facts that every mask header carries (docs/design.md, "Wire format") are kept here.
+facts that every mask header carries (docs/design.md, "Wire format") are kept here. The worker
+reaches the model only through this stage: its checkpoints, its stop and its background image.
 """
 
 import time
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Mapping, Optional
 
 import numpy as np
 
 from core.streaming.background import FrameResult, KDRSDLBackgroundSubtractor
+from core.streaming.light import LightChange
 from core.streaming.params import BackgroundParams
 from core.streaming.refit import RefitReport
 
@@ -65,6 +67,16 @@ class StageReport:
     refit: Optional[RefitReport] = None
     exception: Optional[Exception] = None
 
+    @property
+    def light(self) -> Optional[LightChange]:
+        """The change of light the model absorbed at this frame (:mod:`core.streaming.light`), or None."""
+        return None if self.result is None else self.result.light
+
+    def header(self) -> dict:
+        """The mask header's per-frame model fields: ``light_change`` (None or ``{gain, offset}``)."""
+        light = self.light
+        return {"light_change": None if light is None else {"gain": light.gain, "offset": light.offset}}
+
 
 class ModelStage:
     """The worker's background model and its solver facts.
@@ -79,10 +91,52 @@ class ModelStage:
         self.model = KDRSDLBackgroundSubtractor(params, async_refit=True)
         self.facts = SolverFacts()
 
-    def restored(self) -> None:
-        """A warm checkpoint was restored: the facts say so."""
-        state = self.model.state
-        self.facts = SolverFacts("restored", 0, None, 0 if state is None else int(state.rank))
+    # ----------------------------------------------------------------- checkpoints
+    @property
+    def n_frames(self) -> int:
+        """Frames the model has seen."""
+        return self.model.n_frames
+
+    def checkpoint(self) -> dict[str, np.ndarray | np.generic] | None:
+        """The model's checkpoint arrays (:meth:`KDRSDLBackgroundSubtractor.checkpoint`)."""
+        return self.model.checkpoint()
+
+    def restore(self, arrays: Mapping[str, np.ndarray]) -> bool:
+        """Continue from checkpoint arrays; True (and the facts say "restored") when warm.
+
+        Raises
+        ------
+        ValueError
+            If the arrays do not fit the model (:meth:`KDRSDLBackgroundSubtractor.restore`).
+        """
+        warm = self.model.restore(arrays)
+        if warm:
+            state = self.model.state
+            self.facts = SolverFacts("restored", 0, None, 0 if state is None else int(state.rank))
+        return warm
+
+    # ----------------------------------------------------------------- stop
+    @property
+    def refit_running(self) -> str | None:
+        """ "cold" or "warm" while a window refit runs on its thread, else None."""
+        return self.model.refit_running
+
+    def close(self, wait: float) -> bool:
+        """Stop a running refit, waiting at most ``wait`` seconds; False when it did not stop."""
+        return self.model.close(wait=wait)
+
+    def background_image(self) -> Optional[np.ndarray]:
+        """The model's background image, (h, w) uint8 (OpenCV's ``getBackgroundImage``); None before one exists."""
+        return self.model.getBackgroundImage()
+
+    # ----------------------------------------------------------------- frames
+    def header(self) -> dict:
+        """The mask header's model fields: ``solver``, ``mask_resolution``, ``processing_shape``."""
+        return {
+            "solver": self.facts.header(),
+            "mask_resolution": self.model.params.mask_resolution,
+            "processing_shape": list(self.model.processing_shape or ()),
+        }
 
     def process(self, image: np.ndarray) -> StageReport:
         """One frame (h, w) uint8 through the model; a :class:`StageReport`."""

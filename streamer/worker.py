@@ -117,8 +117,7 @@ class _Worker:
         if w.state_dir:
             path = checkpoint.path_for(w.state_dir, cfg.camera)
             self.ckpt = Checkpointer(path, w.checkpoint_interval_s, cfg.camera, self.m, log)
-            if self.ckpt.restore(self.stage.model, self.intake.tracker) == "warm":
-                self.stage.restored()
+            self.ckpt.restore(self.stage, self.intake.tracker)
 
     def receive(self, pull: zmq.Socket) -> None:
         """Take every message waiting on ``pull`` into the intake, counting what happened."""
@@ -161,7 +160,9 @@ class _Worker:
         assert res is not None  # a report without an exception carries the result
         fg_ratio = float(np.count_nonzero(res.fgmask)) / res.fgmask.size
         latency = (time.time_ns() - h["t_capture_ns"]) / 1e9
-        model = self.stage.model
+        if report.light is not None:
+            self.m.light_changes.inc()
+            self.log.info("change of light absorbed: gain %.3f, offset %+.3f", report.light.gain, report.light.offset)
         parts = encode(
             "mask",
             self.camera,
@@ -175,9 +176,8 @@ class _Worker:
             fg_ratio=fg_ratio,
             latency_s=latency,
             threshold=res.threshold,
-            solver=self.stage.facts.header(),
-            mask_resolution=model.params.mask_resolution,
-            processing_shape=list(model.processing_shape or ()),
+            **self.stage.header(),
+            **report.header(),
         )
         pub.send_multipart(parts, copy=False)
         self.seq += 1
@@ -214,18 +214,18 @@ class _Worker:
     def shutdown(self) -> None:
         """Count the frames left waiting, abandon a running refit, write the last checkpoint and snapshot."""
         self.m.dropped["shutdown"].inc(len(self.intake))
-        model = self.stage.model
+        stage = self.stage
         # A refit still running is abandoned (it stops at its next iteration); the checkpoint
         # below holds the last installed solution, the last consistent state.
-        if model.refit_running:
-            self.log.info("abandoning the %s window refit in progress", model.refit_running)
-        if not model.close(wait=STOP_REFIT_WAIT_S):
+        if stage.refit_running:
+            self.log.info("abandoning the %s window refit in progress", stage.refit_running)
+        if not stage.close(wait=STOP_REFIT_WAIT_S):
             self.log.warning("a window refit did not stop within %.0f s; exiting without it", STOP_REFIT_WAIT_S)
         if self.ckpt:
-            self.ckpt.close(model, self.intake.tracker)
+            self.ckpt.close(stage, self.intake.tracker)
         if self.cfg.worker.snapshot and self.last is not None:
             image, res = self.last
-            sheet = contact_sheet(image, model.getBackgroundImage(), res.score, res.fgmask)
+            sheet = contact_sheet(image, stage.background_image(), res.score, res.fgmask)
             cv2.imwrite(self.cfg.worker.snapshot, sheet)
 
 
@@ -259,7 +259,7 @@ def run_worker(
                 worker.m.handshakes_failed[name].inc()
                 log.warning("%s socket: refused a peer (%s)", name, event)
             if worker.ckpt:
-                worker.ckpt.tick(worker.stage.model, worker.intake.tracker)
+                worker.ckpt.tick(worker.stage, worker.intake.tracker)
             if len(worker.intake) or sockets.pull.poll(POLL_MS):
                 worker.receive(sockets.pull)
                 msg = worker.intake.next()

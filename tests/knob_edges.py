@@ -10,3 +10,8 @@ def edges(k, kind):
     if k.high is not None:
         out += [(kind(k.high), not k.high_open), (kind(k.high) + step, False)]
     return out
+
+
+#: Knobs whose range depends on another knob's value (checked across knobs), with that knob set
+#: where the declared range is widest, for the edge tests.
+WIDEST = {"sample_matches": {"samples": 200}}

@@ -13,17 +13,17 @@ from typing import Any, Optional
 
 import cv2
 import numpy as np
-import scipy.ndimage
 
 from core.solver.frame_fit import fit_cores
-from core.solver.kdrsdl import KDRSDLResult
 from core.solver.products import sandwich
 from core.solver.state import KDRSDLState, slide_state
 from core.streaming import resolution, snapshot
 from core.streaming.decision import DecisionParams, PixelDecision
+from core.streaming.light import LightChange, detect_light_change, map_state
 from core.streaming.params import BackgroundParams
 from core.streaming.postprocess import postprocess, square
 from core.streaming.refit import RefitReport, RefitSettings, Refitter
+from core.streaming.samples import SampleParams, SampleSet
 from core.streaming.snapshot import ModelSnapshot
 from core.streaming.window import WindowSchedule
 
@@ -54,12 +54,16 @@ class FrameResult:
         The window refit installed at this frame (:class:`core.streaming.refit.RefitReport`: a solution,
         or ``reset`` after numerical trouble, when the model starts cold at the next refit);
         None when none was.
+    light : LightChange or None
+        The change of light absorbed at this frame (:mod:`core.streaming.light`): the model's
+        memory was mapped to it before the frame was judged. None when there was none.
     """
 
     fgmask: np.ndarray
     score_processing: np.ndarray
     threshold: Optional[float]
     refit: Optional[RefitReport] = field(default=None)
+    light: Optional[LightChange] = field(default=None)
 
     @property
     def score(self) -> np.ndarray:
@@ -67,30 +71,25 @@ class FrameResult:
         return resolution.enlarge(self.score_processing, self.fgmask.shape)
 
 
-def _block_mean(x, f):
-    if f == 1:
-        return x
-    h, w = x.shape
-    return x[: h - h % f, : w - w % f].reshape(h // f, f, w // f, f).mean(axis=(1, 3), dtype=np.float32)
-
-
 class KDRSDLBackgroundSubtractor:
     """Background subtraction with KDRSDL on a sliding window of frames.
 
-    A thin facade over the model's parts. The window (:mod:`core.streaming.window`): every
-    ``window_stride``-th frame enters it, foreground pixels blended towards the background
-    (``update_blend``). The refits
-    (:mod:`core.streaming.refit`): every ``refit_interval`` frames KDRSDL is re-solved on the window in
-    mean mode, warm-started from the previous solution (A, B and duals, :func:`core.solver.kdrsdl`
-    with :func:`core.slide_state`), inline or on a thread, and the background's per-pixel
-    spread is estimated with the samples in ``E`` left out. The decision
-    (:mod:`core.streaming.decision`): each frame's background is the window's robust mean ``M`` (plus
-    the frame's global offset; see ``frame_model`` for the alternatives) and a pixel is
-    foreground when it leaves its per-pixel band; the mask is then post-processed
-    (:mod:`core.streaming.postprocess`). The score ``|x - L|`` (the paper's Section 5.1 score) comes
-    with every mask. Checkpoints (:meth:`checkpoint`, :meth:`restore`; the layout is
-    :mod:`core.streaming.snapshot`) hold the window, the solver state and the decision's
-    per-pixel state.
+    A thin facade over the model's parts (docs/algorithm.md, "The streaming model"). The window
+    (:mod:`core.streaming.window`): every ``window_stride``-th frame enters it, foreground pixels
+    blended towards the background (``update_blend``). The refits (:mod:`core.streaming.refit`):
+    every ``refit_interval`` frames KDRSDL is re-solved on the window in mean mode, warm-started
+    from the previous solution (A, B and duals, :func:`core.solver.kdrsdl` with
+    :func:`core.slide_state`), inline or on a thread, and the background's per-pixel spread is
+    estimated with the samples in ``E`` left out. The background samples
+    (:mod:`core.streaming.samples`): values the model called background, at the frame rate. The
+    decision (:mod:`core.streaming.decision`): each frame's background is the window's robust mean
+    ``M`` (plus the frame's global offset; see ``frame_model`` for the alternatives); a pixel is
+    foreground when it leaves its per-pixel band and matches none of its background samples; the
+    mask is then post-processed (:mod:`core.streaming.postprocess`). A change of light is
+    recognised and the model's memory mapped to it before the frame is judged
+    (:mod:`core.streaming.light`). The score ``|x - L|`` (the paper's Section 5.1 score) comes with
+    every mask. Checkpoints (:meth:`checkpoint`, :meth:`restore`; the layout is
+    :mod:`core.streaming.snapshot`) hold the solver state and each part's own state.
 
     Until the first full window, the model is refitted cold at 2, 4, 8, ...
     frames, so masks come from the second frame on (rough at first).
@@ -126,15 +125,30 @@ class KDRSDLBackgroundSubtractor:
         self.shape: tuple[int, int] | None = None
         self._proc_shape: tuple[int, int] | None = None  # the processing resolution (h, w)
         self._window = WindowSchedule(p.window, p.window_stride, p.refit_interval)
-        self._result: KDRSDLResult | None = None
-        self._result_start = 0  # window.start of the window the result was solved on
+        self._state: KDRSDLState | None = None  # the installed window solution
+        self._result_start = 0  # window.start of the window it was solved on
         self._refitter.cancel()
+        self._pending_light: LightChange | None = None  # light changes since the running refit was submitted
         self.n_frames = 0
         self._background: np.ndarray | None = None
         self._lam: float | None = None
-        self._sigma: np.ndarray | None = None  # per-pixel spread of the background (solve resolution)
+        self._sigma: np.ndarray | None = None  # per-pixel spread of the background
         self._decider: PixelDecision | None = None  # per-pixel feedback state
+        self._samples: SampleSet | None = None  # background samples
+        self._last_bg: np.ndarray | None = None  # frame_model "last": M + the newest window frame's low-rank part
         self._sync_refit: RefitReport | None = None  # report of an inline refit run after the last frame
+
+    def _start(self, shape: tuple[int, int]) -> None:
+        """Reset for frames of ``shape`` (h, w) and make the per-pixel parts at the processing resolution."""
+        self.reset()
+        p = self.params
+        self.shape = shape
+        proc = self._proc_shape = resolution.processing_shape(shape, p.processing_side)
+        if p.decision == "pixel":
+            self._decider = PixelDecision(proc, DecisionParams.from_knobs(p))
+            if p.samples:
+                sp = SampleParams(k=p.samples, matches=p.sample_matches, radius=p.sample_radius, period=p.sample_period)
+                self._samples = SampleSet(proc, sp)
 
     # ----------------------------------------------------------------- OpenCV API
     def apply(self, image: np.ndarray, fgmask: np.ndarray | None = None, learningRate: float = -1) -> np.ndarray:
@@ -180,11 +194,11 @@ class KDRSDLBackgroundSubtractor:
     def checkpoint(self) -> dict[str, np.ndarray | np.generic] | None:
         """The learnt state as named arrays, for ``numpy.savez``; None before the first frame.
 
-        Holds the window of frames, its counters, the regularisation weight and,
-        once a window was solved, the solver state (A, B, cores, duals, M, mu), the
-        background's per-pixel spread and the decision's state. :meth:`restore` on a new
-        subtractor with the same knobs continues the stream as if uninterrupted: the next
-        refit is a warm start.
+        Holds the window of frames and its counters, the regularisation weight and, once a
+        window was solved, the solver state (A, B, cores, duals, M, mu) and the background's
+        per-pixel spread, and the decision's and the background samples' state. :meth:`restore`
+        on a new subtractor with the same knobs continues the stream as if uninterrupted: the
+        next refit is a warm start.
 
         Returns
         -------
@@ -194,20 +208,18 @@ class KDRSDLBackgroundSubtractor:
         """
         if self.shape is None or self._lam is None:
             return None
-        w = self._window
-        counters = {name: getattr(w, name) for name in WindowSchedule.COUNTERS}
-        counters.update(result_start=self._result_start, n_frames=self.n_frames)
-        decision = (
-            None if self._decider is None else {name: getattr(self._decider, name) for name in PixelDecision.STATE}
-        )
+        parts = {"window": self._window.state()}
+        if self._decider is not None:
+            parts["decision"] = self._decider.state()
+        if self._samples is not None:
+            parts["samples"] = self._samples.state()
         snap = ModelSnapshot(
             frame_shape=self.shape,
-            window=w.stack(),
-            counters=counters,
+            counters={"result_start": self._result_start, "n_frames": self.n_frames},
             lam=self._lam,
-            state=self.state,
-            sigma=self._sigma if self._result is not None else None,
-            decision=decision,
+            state=self._state,
+            sigma=self._sigma if self._state is not None else None,
+            parts=parts,
         )
         return snapshot.to_arrays(snap, self._settings())
 
@@ -233,37 +245,31 @@ class KDRSDLBackgroundSubtractor:
             non-finite; the model is then left reset (as new).
         """
         self.reset()
-        snap = snapshot.from_arrays(ckpt, self._settings(), self.params, PixelDecision.STATE)
-        self.shape = snap.frame_shape
-        self._proc_shape = resolution.processing_shape(snap.frame_shape, self.params.processing_side)
-        self._window.frames = list(snap.window)
-        for name in WindowSchedule.COUNTERS:
-            setattr(self._window, name, snap.counters[name])
+        try:
+            self._restore(snapshot.from_arrays(ckpt, self._settings(), self.params))
+        except (KeyError, TypeError, IndexError, ValueError) as exc:
+            self.reset()
+            if isinstance(exc, ValueError) and str(exc).startswith("checkpoint"):
+                raise
+            raise ValueError(f"checkpoint is incomplete or malformed: {type(exc).__name__}: {exc}") from None
+        return self._state is not None
+
+    def _restore(self, snap: ModelSnapshot) -> None:
+        self._start(snap.frame_shape)
+        assert self._proc_shape is not None
+        for part, owner in (("decision", self._decider), ("samples", self._samples)):
+            if (part in snap.parts) != (owner is not None):
+                raise ValueError(f"checkpoint {part} state does not fit the model's knobs")
+        self._window.load(snap.parts["window"], self._proc_shape)
+        if self._decider is not None:
+            self._decider.load(snap.parts["decision"])
+        if self._samples is not None:
+            self._samples.load(snap.parts["samples"])
         self._result_start, self.n_frames = snap.counters["result_start"], snap.counters["n_frames"]
+        if snap.state is not None and self._window.start < self._result_start:
+            raise ValueError("checkpoint state does not belong to its window")
         self._lam = snap.lam
-        self._sigma = snap.sigma
-        if snap.decision is not None:
-            self._decider = self._new_decider(self._proc_shape)
-            for name, a in snap.decision.items():
-                setattr(self._decider, name, a)
-        if snap.state is not None:
-            st, empty = snap.state, np.zeros(0)
-            self._result = KDRSDLResult(
-                A=st.A,
-                B=st.B,
-                R=st.R,
-                E=st.E,
-                M=st.M,
-                n_iter=0,
-                converged=True,
-                err_rec=empty,
-                err_split=empty,
-                warm_start=True,
-                state=st,
-            )
-            if self.params.frame_model == "last":
-                self._last_bg = sandwich(self._result.A, self._result.R[-1:], self._result.B)[0] + self._result.M
-        return snap.state is not None
+        self._install_state(snap.state, snap.sigma)
 
     # ----------------------------------------------------------------- model
     @property
@@ -279,68 +285,40 @@ class KDRSDLBackgroundSubtractor:
     @property
     def state(self) -> KDRSDLState | None:
         """The last window solution's :class:`core.KDRSDLState`, or None."""
-        return None if self._result is None else self._result.state
+        return self._state
 
     def process(self, image: np.ndarray) -> FrameResult:
         """Score, decide and learn one frame; see :meth:`apply`.
 
-        The frame is judged against the background of the frames before it, then enters
-        the window (foreground pixels blended towards the background, ``update_blend``).
+        The steps: the frame at the processing resolution; a finished refit installed; a change
+        of light absorbed; the frame's background; the raw decision and its post-processing; the
+        decision's feedback; learning (the window, the samples, a refit when due).
 
         Returns
         -------
         FrameResult
         """
-        x = self._as_float(image)
-        shape = (x.shape[0], x.shape[1])
-        if self.shape != shape or self._proc_shape is None:
-            self.reset()
-            self.shape = shape
-            self._proc_shape = resolution.processing_shape(shape, self.params.processing_side)
-        x = resolution.reduce(x, self._proc_shape)
-        p = self.params
-        small = _block_mean(x, p.downscale)
-        if self._lam is None:
-            self._lam = p.lam if p.lam is not None else 1.0 / np.sqrt(p.window * max(small.shape))
+        x = self._prepare(image)
         refit = self._collect()
-        bg_small = self._background_small(small)
-        if p.global_offset and self._result is not None:
-            # the frame's global brightness change since the window was solved (clouds, auto-exposure)
-            # (median over one pixel in each 4 x 4 block: a sixteenth of the cost, the same offset to ~1e-3)
-            bg_small = bg_small + np.float32(np.median(small[::4, ::4] - bg_small[::4, ::4]))
-        bg = self._upsample(bg_small, x.shape)
+        light = self._absorb_light(x)
+        bg = self._frame_background(x)
         score: np.ndarray = cv2.absdiff(x, bg)  # |x - bg| in one pass
-        self._background = bg
-        t = (
-            None
-            if p.decision == "pixel" and self._result is not None
-            else self._global_threshold(score, small, bg_small)
-        )
-        if self._result is None:
-            mask = score > t
-        elif p.decision == "pixel":
-            if self._decider is None:
-                self._decider = self._new_decider(x.shape)
-            mask = self._decider.decide(x, bg, self._upsample(self._sigma, x.shape))
-        else:
-            mask = postprocess(score > t, p.open_size, p.close_size, p.fill_holes)
-        learnt = small
-        if self._window.enters_next() and self._result is not None and p.update_blend > 0 and mask.any():
-            under = (
-                mask if p.update_margin <= 1 else cv2.dilate(mask.view(np.uint8), square(p.update_margin)).view(bool)
-            )
-            under = _block_mean(under.astype(np.float32), p.downscale) > 0
-            w = np.float32(p.update_blend)
-            learnt = np.where(under, w * bg_small + (1 - w) * small, small).astype(np.float32)
-        self._learn(learnt)
+        raw, threshold = self._raw_mask(x, bg, score)
+        p = self.params
+        mask = postprocess(raw, p.open_size, p.close_size, p.fill_holes)
+        if self._decider is not None and threshold is None:
+            self._decider.feedback(raw, mask)
+        self._learn(x, bg, mask)
         self.n_frames += 1
         if p.mask_resolution == "input":
-            mask = resolution.enlarge_mask(mask, shape)
+            assert self.shape is not None
+            mask = resolution.enlarge_mask(mask, self.shape)
         return FrameResult(
             fgmask=mask.view(np.uint8) * np.uint8(255),
             score_processing=score,
-            threshold=None if t is None else float(t),
+            threshold=threshold,
             refit=refit if refit is not None else self._sync_refit,
+            light=light,
         )
 
     def close(self, wait: float = 2.0) -> bool:
@@ -359,59 +337,126 @@ class KDRSDLBackgroundSubtractor:
         """
         return self._refitter.cancel(wait)
 
-    def _new_decider(self, shape):
-        p = self.params
-        return PixelDecision(shape, DecisionParams.from_knobs(p), p.open_size, p.close_size, p.fill_holes)
-
-    def _global_threshold(self, score, small, bg_small):
-        p = self.params
-        if p.threshold is not None:
-            return p.threshold
-        resid = score if p.downscale == 1 else np.abs(small - bg_small)
-        return max(p.min_threshold, p.k_sigma * MAD_TO_SIGMA * float(np.median(resid)))
-
-    @staticmethod
-    def _as_float(image):
+    # ----------------------------------------------------------------- the per-frame steps
+    def _prepare(self, image: np.ndarray) -> np.ndarray:
+        """The frame as float32 in [0, 1] at the processing resolution; a new shape resets the model."""
         a = np.asarray(image)
         if a.ndim != 2 or 0 in a.shape:
             raise ValueError(f"frame must be a non-empty 2-D grayscale array, got shape {a.shape}")
         if a.dtype == np.uint8:
-            return np.multiply(a, np.float32(1 / 255), dtype=np.float32)  # one pass
-        a = a.astype(np.float32)
-        if not np.isfinite(a).all():
-            raise ValueError("frame contains non-finite values")
-        return a
+            x = np.multiply(a, np.float32(1 / 255), dtype=np.float32)  # one pass
+        else:
+            x = a.astype(np.float32)
+            if not np.isfinite(x).all():
+                raise ValueError("frame contains non-finite values")
+        shape = (x.shape[0], x.shape[1])
+        if self.shape != shape:
+            self._start(shape)
+        assert self._proc_shape is not None
+        if self._lam is None:
+            p = self.params
+            self._lam = p.lam if p.lam is not None else 1.0 / np.sqrt(p.window * max(self._proc_shape))
+        return resolution.reduce(x, self._proc_shape)
 
-    def _upsample(self, small, shape):
-        f = self.params.downscale
-        if f == 1:
-            return small
-        big = scipy.ndimage.zoom(small, f, order=1, grid_mode=True, mode="nearest")
-        out = np.empty(shape, dtype=np.float32)
-        h, w = min(big.shape[0], shape[0]), min(big.shape[1], shape[1])
-        out[:h, :w] = big[:h, :w]
-        out[h:, :w] = big[h - 1 : h, :w]
-        out[:, w:] = out[:, w - 1 : w]
-        return out
-
-    def _learn(self, small) -> None:
-        """Put a frame into the window when its turn comes, and start a refit when one is due."""
+    def _absorb_light(self, x: np.ndarray) -> LightChange | None:
+        """Recognise a change of light against ``M`` and map the model's memory to it."""
         p = self.params
+        if not p.light_change or self._state is None or self._state.M is None or self._decider is None:
+            return None
+        assert self._sigma is not None
+        change = detect_light_change(x, self._state.M, self._decider.half(self._sigma), ~self._decider.prev_obj)
+        if change is not None:
+            self._map_light(change)
+        return change
+
+    def _map_light(self, change: LightChange) -> None:
+        """Bring the model's memory to the new light (:mod:`core.streaming.light`)."""
+        g, b = np.float32(change.gain), np.float32(change.offset)
+        self._window.map(lambda f: g * f + b)
+        assert self._state is not None and self._sigma is not None
+        self._install_state(map_state(self._state, change), g * self._sigma)
+        if self._samples is not None:
+            self._samples.map_light(change.gain, change.offset)
+        if self._refitter.busy:  # a refit on the old light's window: mapped when it lands
+            self._pending_light = change if self._pending_light is None else self._pending_light.then(change)
+
+    def _frame_background(self, x: np.ndarray) -> np.ndarray:
+        """This frame's background (``frame_model``), plus its global offset (``global_offset``)."""
+        st, p = self._state, self.params
+        bg: np.ndarray | None
+        if st is None:
+            bg = x  # first frame: everything is background
+        elif p.frame_model == "mean":
+            bg = st.M
+        elif p.frame_model == "last":
+            bg = self._last_bg
+        else:
+            assert st.M is not None and self._lam is not None
+            fit = fit_cores(
+                st.A,
+                st.B,
+                (x - st.M)[None],
+                lam=self._lam,
+                alpha=p.alpha,
+                mu_end=st.mu,
+                mu_ratio=st.mu / st.muK,
+                rho=2.0,
+                max_iter=p.frame_iters,
+            )
+            bg = sandwich(st.A, fit.R, st.B)[0] + st.M
+        assert bg is not None
+        if p.global_offset and st is not None:
+            # the frame's global brightness change since the window was solved (clouds, auto-exposure)
+            # (median over one pixel in each 4 x 4 block: a sixteenth of the cost, the same offset to ~1e-3)
+            bg = bg + np.float32(np.median(x[::4, ::4] - bg[::4, ::4]))
+        self._background = bg
+        return bg
+
+    def _raw_mask(self, x: np.ndarray, bg: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, float | None]:
+        """The decision before post-processing, and the global threshold (None: the bands decided)."""
+        if self._state is not None and self._decider is not None:
+            assert self._sigma is not None
+            return self._decider.raw(x, bg, self._sigma, self._samples), None
+        t = self._global_threshold(score)
+        return score > t, t
+
+    def _global_threshold(self, score: np.ndarray) -> float:
+        p = self.params
+        if p.threshold is not None:
+            return float(p.threshold)
+        return max(p.min_threshold, p.k_sigma * MAD_TO_SIGMA * float(np.median(score)))
+
+    def _learn(self, x: np.ndarray, bg: np.ndarray, mask: np.ndarray) -> None:
+        """Learn from a judged frame: the background samples, the window, a refit when due."""
+        p = self.params
+        under = mask if p.update_margin <= 1 else cv2.dilate(mask.view(np.uint8), square(p.update_margin)).view(bool)
+        if self._samples is not None:
+            assert self._decider is not None
+            self._samples.update(x, ~under, self._decider.dynamic, self.n_frames)
+        learnt = x
+        if self._window.enters_next() and self._state is not None and p.update_blend > 0 and mask.any():
+            w = np.float32(p.update_blend)
+            learnt = np.where(under, w * bg + (1 - w) * x, x).astype(np.float32)
         self._sync_refit = None
-        w = self._window
-        entered = w.push(small)
+        entered = self._window.push(learnt)
+        self._maybe_refit(entered)
+
+    def _maybe_refit(self, entered: bool) -> None:
+        """Start a refit when one is due (inline: install it at once)."""
+        p, w = self.params, self._window
         if self._refitter.busy:
             return  # a refit is running; the next one waits for it
-        solved = None if self._result is None else self._result.state.n_slices
+        solved = None if self._state is None else self._state.n_slices
         if not w.refit_due(solved, entered):
             return
         init = None
         if not w.growing(solved):
             # A window that slid past all of the last solution's frames (a refit slower than a
             # whole window of frames) keeps only the dictionary A, B, M: every core starts afresh.
-            assert self._result is not None and solved is not None  # a sliding window has a solution
-            init = slide_state(self._result.state, min(w.start - self._result_start, solved))
+            assert self._state is not None and solved is not None  # a sliding window has a solution
+            init = slide_state(self._state, min(w.start - self._result_start, solved))
         w.started_refit()
+        self._pending_light = None
         assert self._lam is not None  # set by the first frame, before any refit
         settings = RefitSettings(
             rank=p.rank,
@@ -422,6 +467,7 @@ class KDRSDLBackgroundSubtractor:
             backoff=p.refit_backoff,
             rebalance=p.rebalance,
             e_cut=p.e_cut if p.decision == "pixel" else None,
+            samples=p.samples if self._samples is not None else 0,
         )
         report = self._refitter.submit(w.stack(), init, w.start, settings)
         if report is not None:
@@ -438,32 +484,25 @@ class KDRSDLBackgroundSubtractor:
     def _install(self, report: RefitReport) -> None:
         if report.reset:
             # Numerical trouble: drop the solution, keep the frames, start cold next time.
-            self._result = None
+            self._state = None
             self.n_resets += 1
             return
-        self._result, self._result_start, self._sigma = report.result, report.start, report.sigma
-        if self.params.frame_model == "last" and self._result is not None:
-            self._last_bg = sandwich(self._result.A, self._result.R[-1:], self._result.B)[0] + self._result.M
+        assert report.result is not None
+        state, sigma = report.result.state, report.sigma
+        change, self._pending_light = self._pending_light, None
+        if change is not None:  # the light changed while the refit ran on the old light's frames
+            state = map_state(state, change)
+            sigma = None if sigma is None else np.float32(change.gain) * sigma
+        self._result_start = report.start
+        self._install_state(state, sigma)
+        if report.samples is not None and self._samples is not None:
+            self._samples.seed(report.samples)
+            if change is not None:
+                self._samples.map_light(change.gain, change.offset)
 
-    def _background_small(self, small):
-        if self._result is None:
-            return small  # first frame: everything is background
-        res, p = self._result, self.params
-        if p.frame_model == "mean":
-            return res.M
-        if p.frame_model == "last":
-            return self._last_bg
-        xc = (small - res.M)[None]
-        st = res.state
-        fit = fit_cores(
-            res.A,
-            res.B,
-            xc,
-            lam=self._lam,
-            alpha=p.alpha,
-            mu_end=st.mu,
-            mu_ratio=st.mu / st.muK,
-            rho=2.0,
-            max_iter=p.frame_iters,
-        )
-        return sandwich(res.A, fit.R, res.B)[0] + res.M
+    def _install_state(self, state: KDRSDLState | None, sigma: np.ndarray | None) -> None:
+        """Make ``state`` (and the spread ``sigma``) the model's window solution."""
+        self._state, self._sigma = state, sigma
+        if state is not None and self.params.frame_model == "last":
+            assert state.M is not None
+            self._last_bg = sandwich(state.A, state.R[-1:], state.B)[0] + state.M

@@ -16,6 +16,11 @@ A pixel x of a frame is foreground when it leaves its background band::
   a moving background (water, leaves) makes a decision blink, an object keeps it on. The band
   widens where decisions blink. The idea is SuBSENSE's feedback on per-pixel distance
   thresholds (St-Charles, Bilodeau and Bergevin, IEEE TIP 2015); the rule here is our own.
+- A pixel that leaves its band but matches its background samples
+  (:mod:`core.streaming.samples`: values the model called background, at the frame rate) is
+  background after all: the band is one mode, the samples hold them all (a leaf and the sky).
+- A pixel darker than its band by a ratio that is uniform over its neighbourhood is a cast
+  shadow (:meth:`PixelDecision.shadow`).
 """
 
 from dataclasses import dataclass
@@ -24,7 +29,8 @@ import cv2
 import numpy as np
 
 from core.streaming.params import BackgroundParams
-from core.streaming.postprocess import postprocess, square
+from core.streaming.postprocess import square
+from core.streaming.samples import SampleSet
 
 #: sqrt(pi / 2): turns a mean absolute deviation into a Gaussian sigma.
 MEAN_ABS_TO_SIGMA = 1.2533
@@ -96,6 +102,10 @@ class DecisionParams:
     shadow_spread : float
         Largest standard deviation of that ratio over the ``shadow_window`` x ``shadow_window``
         neighbourhood (pixels): a shadow scales the background uniformly.
+    dynamic_blink : float
+        Blink count above which a pixel is dynamic (its background moves): the sample
+        consensus also looks at its neighbours' samples there, and learns faster
+        (:mod:`core.streaming.samples`).
     """
 
     k_sigma: float = _DEFAULTS.k_sigma
@@ -111,6 +121,7 @@ class DecisionParams:
     shadow_ratio: tuple = (0.6, 0.92)
     shadow_spread: float = 0.03
     shadow_window: int = 5
+    dynamic_blink: float = _DEFAULTS.dynamic_blink
 
     @classmethod
     def from_knobs(cls, p: BackgroundParams) -> "DecisionParams":
@@ -122,48 +133,91 @@ class DecisionParams:
             tolerance_blink=p.tolerance_blink,
             blink_gain=p.blink_gain,
             shadow=p.shadow,
+            dynamic_blink=p.dynamic_blink,
         )
 
 
 class PixelDecision:
     """Per-pixel bands with blink feedback; holds the per-pixel state across frames.
 
+    Each frame: :meth:`raw` (the bands, the shadow veto and the sample consensus of
+    :mod:`core.streaming.samples`), then the caller's post-processing, then :meth:`feedback`
+    with both masks.
+
     Parameters
     ----------
     shape : (int, int)
         Frame shape (h, w) in pixels.
     params : DecisionParams
-    open_size, close_size : int
-        Post-processing (:func:`core.streaming.postprocess.postprocess`), pixels.
-    fill : bool
-        Hole filling in the post-processing.
+
+    Attributes
+    ----------
+    v : ndarray, shape (h, w), float32
+        Blink counts.
+    prev_raw, prev_obj : ndarray, shape (h, w), bool
+        The previous frame's raw and post-processed masks.
+    dynamic : ndarray, shape (h, w), bool
+        Pixels whose blink count exceeds ``dynamic_blink`` (updated by :meth:`feedback`).
+    widen : ndarray, shape (h, w), float32, or None
+        The band's blink widening ``1 + blink_gain v`` at the last :meth:`raw` (None without
+        feedback).
     """
 
     #: Arrays a checkpoint stores: attribute name -> dtype.
     STATE = {"v": np.float32, "prev_raw": bool, "prev_obj": bool}
 
-    def __init__(
-        self, shape: tuple[int, int], params: DecisionParams, open_size: int = 3, close_size: int = 7, fill: bool = True
-    ) -> None:
+    def __init__(self, shape: tuple[int, int], params: DecisionParams) -> None:
         self.params = params
-        self.post = (open_size, close_size, fill)
+        self.shape = shape
         self.v = np.zeros(shape, np.float32)
         self.prev_raw = np.zeros(shape, bool)
         self.prev_obj = np.zeros(shape, bool)
+        self.dynamic = np.zeros(shape, bool)
+        self.widen: np.ndarray | None = None
         self._half: tuple[np.ndarray, np.ndarray] | None = None  # (sigma, its half-width before blink widening)
+
+    # ----------------------------------------------------------------- checkpoints
+    def state(self) -> dict[str, np.ndarray]:
+        """The per-pixel state as named arrays (:data:`STATE`); not copied."""
+        return {name: getattr(self, name) for name in self.STATE}
+
+    def load(self, state: dict[str, np.ndarray]) -> None:
+        """Take back what :meth:`state` gave.
+
+        Raises
+        ------
+        ValueError
+            If an array is missing, of another shape or non-finite.
+        """
+        arrays = {}
+        for name, dtype in self.STATE.items():
+            a = np.asarray(state[name], dtype=dtype)
+            if a.shape != self.shape or not np.isfinite(a).all():
+                raise ValueError(f"decision state {name} of shape {a.shape} does not fit frames of {self.shape}")
+            arrays[name] = a.copy()
+        for name, a in arrays.items():
+            setattr(self, name, a)
+        self.dynamic = self.v > np.float32(self.params.dynamic_blink)
+
+    # ----------------------------------------------------------------- the bands
+    def half(self, sigma: np.ndarray) -> np.ndarray:
+        """Half-width of each pixel's band before blink widening, ``max(k_sigma sigma, floor)``,
+        float32 (h, w) (kept until ``sigma`` changes, at the next refit)."""
+        p = self.params
+        if self._half is None or self._half[0] is not sigma:
+            self._half = (sigma, np.maximum(np.float32(p.k_sigma) * sigma, np.float32(p.floor)))
+        return self._half[1]
 
     def band(self, bg: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper ends of the background band, each float32 (h, w)."""
         p = self.params
-        if self._half is None or self._half[0] is not sigma:
-            # sigma changes at refits only: its half-width is kept until the next one
-            self._half = (sigma, np.maximum(np.float32(p.k_sigma) * sigma, np.float32(p.floor)))
-        h = self._half[1]
+        h = self.half(sigma)
+        self.widen = None
         if p.blink_gain > 0:
             widen = np.multiply(self.v, np.float32(p.blink_gain))
             widen += 1
-            widen *= h
-            h = widen  # h (1 + blink_gain v), in one buffer
+            self.widen = widen
+            h = widen * h
         lo, hi = bg - h, bg + h
         if p.tolerance > 1:
             k = square(p.tolerance)
@@ -208,8 +262,8 @@ class PixelDecision:
         out[y0:y1, x0:x1] = inside
         return out
 
-    def decide(self, x: np.ndarray, bg: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-        """Foreground mask of one frame, and the feedback update.
+    def raw(self, x: np.ndarray, bg: np.ndarray, sigma: np.ndarray, samples: SampleSet | None = None) -> np.ndarray:
+        """The raw foreground of one frame: outside the band, not a shadow, not matched by the samples.
 
         Parameters
         ----------
@@ -219,11 +273,14 @@ class PixelDecision:
             Its background.
         sigma : ndarray, shape (h, w), float32
             The background's per-pixel spread (:func:`pixel_spread`).
+        samples : core.streaming.samples.SampleSet, optional
+            The background samples: a pixel outside its band that matches them is background
+            (its radius widened as its band is; dynamic pixels may match a neighbour's).
 
         Returns
         -------
         ndarray, shape (h, w), bool
-            The post-processed foreground mask.
+            Before post-processing.
         """
         p = self.params
         lo, hi = self.band(bg, sigma)
@@ -231,6 +288,21 @@ class PixelDecision:
         if p.shadow and dark.any():
             dark &= ~self.shadow(x, bg, dark)
         raw = dark | (x > hi)
+        if samples is not None:
+            raw &= ~samples.match(x, raw, self.widen, self.dynamic)
+        return raw
+
+    def feedback(self, raw: np.ndarray, mask: np.ndarray) -> None:
+        """Count the blinks of a frame's raw decision outside the previous frame's objects.
+
+        Parameters
+        ----------
+        raw : ndarray, shape (h, w), bool
+            What :meth:`raw` returned.
+        mask : ndarray, shape (h, w), bool
+            The same frame's post-processed mask (the next frame's objects).
+        """
+        p = self.params
         if p.blink_gain > 0:
             objects = self.prev_obj
             if p.object_margin > 1:
@@ -240,6 +312,5 @@ class PixelDecision:
             # cv2.add with a mask: twice as fast as numpy's boolean-indexed +=
             cv2.add(self.v, p.blink_up + p.blink_down, dst=self.v, mask=counted.view(np.uint8))  # type: ignore[call-overload]
             np.clip(self.v, 0, p.blink_max, out=self.v)
-        mask = postprocess(raw, *self.post)
+            self.dynamic = self.v > np.float32(p.dynamic_blink)
         self.prev_raw, self.prev_obj = raw, mask
-        return mask

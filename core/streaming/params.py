@@ -131,7 +131,7 @@ class BackgroundParams:
         1,
         1000,
     )
-    rank: int = knob(20, "Dictionary size r, at most min(height, width) after downscale.", "", 1, 1000)
+    rank: int = knob(20, "Dictionary size r, at most min(height, width) of the processing resolution.", "", 1, 1000)
     lam: Optional[float] = knob(
         0.005,
         "Weight of |E|_1. None = the paper's 1 / sqrt(window * max(m, n)) (0.010 "
@@ -200,9 +200,6 @@ class BackgroundParams:
         "Resolution of the published mask: 'input' (the decision enlarged to the frame's size) or 'processing'.",
         choices=("input", "processing"),
     )
-    downscale: int = knob(
-        1, "Solve and score at 1/downscale of the resolution (block mean); the score is upsampled back.", "", 1, 16
-    )
     # ------------------------------------------------------------------ the decision
     decision: str = knob(
         "pixel",
@@ -266,6 +263,48 @@ class BackgroundParams:
         "neighbourhood is a cast shadow, not foreground (the bounds: "
         "core.streaming.decision.DecisionParams).",
     )
+    # ------------------------------------------------------------------ the background samples
+    samples: int = knob(
+        20,
+        "Background samples per pixel K kept beside the window at the frame rate, from pixels the "
+        "model called background (core.streaming.samples): a pixel outside its band that matches "
+        "them is background (a leaf and the sky behind it). 0 = none.",
+        "",
+        0,
+        200,
+    )
+    sample_matches: int = knob(2, "Samples within the radius that make a match N (at most samples).", "", 1, 200)
+    sample_radius: float = knob(
+        0.03,
+        "Match radius of a still pixel; it widens with the pixel's blink count as its band does.",
+        "intensity in [0, 1]",
+        0,
+        1,
+        low_open=True,
+    )
+    sample_period: int = knob(
+        16,
+        "A still background pixel replaces one random sample every sample_period frames, a dynamic "
+        "one four times as often (a multiple of 4).",
+        "frames",
+        4,
+        4096,
+    )
+    dynamic_blink: float = knob(
+        2.0,
+        "Blink count above which a pixel is dynamic (its background moves): it may match its "
+        "neighbours' samples, learns four times as fast and propagates its value to a neighbour.",
+        "",
+        0,
+        20,
+    )
+    # ------------------------------------------------------------------ light
+    light_change: bool = knob(
+        True,
+        "Recognise a change of light (x = gain * background + offset, |gain - 1| > 0.1, fitted on "
+        "the background) and map the model's memory to it at once instead of reporting it as "
+        "motion (core.streaming.light).",
+    )
     # ------------------------------------------------------------------ post-processing and learning
     open_size: int = knob(
         3, "Side of the square of the mask's opening (removes specks); 0 or 1 = none.", "pixels", 0, 51
@@ -308,6 +347,10 @@ class BackgroundParams:
         """
         for f, k, t in knobs(self):
             k.check(f.name, getattr(self, f.name), t)
+        if self.samples and self.sample_matches > self.samples:
+            raise ValueError(f"sample_matches must be at most samples ({self.samples}), got {self.sample_matches}")
+        if self.sample_period % 4:
+            raise ValueError(f"sample_period must be a multiple of 4, got {self.sample_period}")
         return self
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from core.solver.kdrsdl import Cancelled, KDRSDLResult, kdrsdl
 from core.solver.state import KDRSDLState
 from core.streaming.decision import pixel_spread
+from core.streaming.samples import window_samples
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,11 @@ class RefitReport:
     reset : bool
         The refit failed numerically; ``error`` says how.
     error : str or None
+    rank : int
+        Numerical rank of A (singular values above 1e-3 of the largest); 0 after a reset.
+    samples : ndarray, shape (m * n, K), float32, or None
+        Background samples from the window (:func:`core.streaming.samples.window_samples`), made
+        by cold refits when asked for; None otherwise.
     """
 
     start: int
@@ -50,6 +56,8 @@ class RefitReport:
     warm: bool = False
     reset: bool = False
     error: Optional[str] = None
+    rank: int = 0
+    samples: Optional[np.ndarray] = None
 
     @property
     def n_iter(self) -> int:
@@ -66,13 +74,11 @@ class RefitReport:
         """Last value of the solver's stopping criterion; None after a reset."""
         return None if self.result is None else float(self.result.criterion[-1])
 
-    @property
-    def rank(self) -> int:
-        """Numerical rank of A (singular values above 1e-3 of the largest); 0 after a reset."""
-        if self.result is None:
-            return 0
-        s = np.linalg.svd(self.result.A, compute_uv=False)
-        return int(np.sum(s > 1e-3 * s[0])) if s[0] > 0 else 0
+
+def numerical_rank(A: np.ndarray) -> int:
+    """Numerical rank of a factor (m, r): its singular values above 1e-3 of the largest (int)."""
+    s = np.linalg.svd(A, compute_uv=False)
+    return int(np.sum(s > 1e-3 * s[0])) if s.size and s[0] > 0 else 0
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,7 @@ class RefitSettings:
     backoff: float
     rebalance: bool
     e_cut: Optional[float]
+    samples: int = 0
 
 
 def solve_window(
@@ -107,7 +114,8 @@ def solve_window(
     start : int
         Index of the window's first frame, carried into the report.
     s : RefitSettings
-        ``e_cut`` None skips the per-pixel spread.
+        ``e_cut`` None skips the per-pixel spread; ``samples`` > 0 makes a cold refit seed that
+        many background samples per pixel.
     cancel : threading.Event, optional
         Set it to abandon the refit (checked between the solver's iterations).
 
@@ -154,7 +162,13 @@ def solve_window(
         if not all(np.isfinite(a).all() for a in (res.A, res.B, res.M, res.R)):
             raise FloatingPointError("window refit produced non-finite values")
         sigma = None if s.e_cut is None else pixel_spread(X, res.M, res.E, s.e_cut)
-        return RefitReport(start, time.perf_counter() - t0, time.thread_time() - c0, res, sigma, init is not None)
+        samples = None
+        if init is None and s.samples and s.e_cut is not None:
+            samples = window_samples(X, res.M, res.E, s.e_cut, s.samples)
+        seconds, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        return RefitReport(
+            start, seconds, cpu, res, sigma, init is not None, rank=numerical_rank(res.A), samples=samples
+        )
     except Cancelled:
         return None
     except (FloatingPointError, np.linalg.LinAlgError, ValueError) as exc:

@@ -1,15 +1,18 @@
 """The model state that checkpoints save, as named arrays, and its checks on the way back.
 
 A snapshot holds everything a restarted subtractor needs to continue a stream as if it had
-not stopped: the window of frames and its schedule's counters, the regularisation weight, the
-last window solution (:class:`core.solver.KDRSDLState`: A, B, cores, duals, M, penalties), the
-background's per-pixel spread and the decision's per-pixel feedback state. :func:`to_arrays`
-lays it out for ``numpy.savez``; :func:`from_arrays` checks every array against the model's
-knobs before anything is kept, and names what is wrong.
+not stopped: the frame shape, the regularisation weight and two counters, the last window
+solution (:class:`core.solver.KDRSDLState`: A, B, cores, duals, M, penalties), the background's
+per-pixel spread, and each part's own state as the part gives it (the window and its schedule,
+the decision's feedback, the background samples: ``state()`` and ``load()`` of
+:class:`core.streaming.window.WindowSchedule`, :class:`core.streaming.decision.PixelDecision`
+and :class:`core.streaming.samples.SampleSet`). :func:`to_arrays` lays it out for
+``numpy.savez``; :func:`from_arrays` checks what is not a part's against the model's knobs, and
+names what is wrong; each part checks its own arrays when it loads them.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -17,12 +20,13 @@ import numpy as np
 from core.solver.state import KDRSDLState
 from core.streaming.params import BackgroundParams
 from core.streaming.resolution import processing_shape
-from core.streaming.window import WindowSchedule
 
 #: Version of the array layout; a checkpoint of another version is refused.
-VERSION = 2
-#: The counters, in the order of the ``counters`` array.
-COUNTERS = WindowSchedule.COUNTERS + ("result_start", "n_frames")
+VERSION = 3
+#: The facade's counters, in the order of the ``counters`` array.
+COUNTERS = ("result_start", "n_frames")
+#: The parts that give and take their own state; their arrays are stored as ``<part>_<name>``.
+PARTS = ("window", "decision", "samples")
 _STATE_ARRAYS = ("A", "B", "K", "R", "E", "Lam", "Y", "M")
 _STATE_SCALARS = ("mu", "muK", "muK0")
 
@@ -35,29 +39,26 @@ class ModelSnapshot:
     ----------
     frame_shape : (int, int)
         Input frame shape (h, w), pixels.
-    window : ndarray, shape (N, m, n), float32
-        The window's frames at the solve resolution (m, n), oldest first.
     counters : dict of str to int
-        The schedule's counters (:data:`COUNTERS`): ``start``, ``since_entry``, ``since_refit``,
-        ``new_since_refit`` (:class:`core.streaming.window.WindowSchedule`), ``result_start``
-        (the window start the solution was solved on) and ``n_frames``.
+        :data:`COUNTERS`: ``result_start`` (the window start the solution was solved on) and
+        ``n_frames``.
     lam : float
         The regularisation weight in use.
     state : KDRSDLState or None
         The last window solution; None before the first.
     sigma : ndarray, shape (m, n), float32, or None
         The background's per-pixel spread (:func:`core.streaming.decision.pixel_spread`).
-    decision : dict of str to ndarray, each of the processing shape, or None
-        The per-pixel decision's state (:data:`core.streaming.decision.PixelDecision.STATE`).
+    parts : dict of str to dict of str to ndarray
+        Each part's state (:data:`PARTS`) as its ``state()`` gave it, unchecked: the part checks
+        it when it loads it.
     """
 
     frame_shape: tuple
-    window: np.ndarray
     counters: dict
     lam: float
     state: Optional[KDRSDLState] = None
     sigma: Optional[np.ndarray] = None
-    decision: Optional[dict] = None
+    parts: dict = field(default_factory=dict)
 
 
 def to_arrays(snap: ModelSnapshot, settings: str) -> dict[str, np.ndarray | np.generic]:
@@ -72,31 +73,29 @@ def to_arrays(snap: ModelSnapshot, settings: str) -> dict[str, np.ndarray | np.g
     Returns
     -------
     dict of str to ndarray
-        ``version``, ``settings``, ``frame_shape`` (2,) int64, ``window``, ``counters``
-        (6,) int64, ``lam`` float64, and when present ``state_<name>`` for A, B, K, R, E, Lam,
-        Y, M, mu, muK, muK0, ``sigma`` and ``decision_<name>``.
+        ``version``, ``settings``, ``frame_shape`` (2,) int64, ``counters`` (2,) int64, ``lam``
+        float64, ``<part>_<name>`` for each part's arrays, and when present ``state_<name>`` for
+        A, B, K, R, E, Lam, Y, M, mu, muK, muK0 and ``sigma``.
     """
     out: dict[str, np.ndarray | np.generic] = {
         "version": np.int64(VERSION),
         "settings": np.str_(settings),
         "frame_shape": np.asarray(snap.frame_shape, dtype=np.int64),
-        "window": snap.window,
         "counters": np.array([snap.counters[name] for name in COUNTERS], dtype=np.int64),
         "lam": np.float64(snap.lam),
     }
+    for part, arrays in snap.parts.items():
+        for name, a in arrays.items():
+            out[f"{part}_{name}"] = a
     if snap.state is not None:
         for name in _STATE_ARRAYS + _STATE_SCALARS:
             out["state_" + name] = np.asarray(getattr(snap.state, name))
     if snap.sigma is not None:
         out["sigma"] = snap.sigma
-    for name, a in (snap.decision or {}).items():
-        out["decision_" + name] = a
     return out
 
 
-def from_arrays(
-    ckpt: Mapping[str, np.ndarray], settings: str, params: BackgroundParams, decision_state: Mapping[str, type]
-) -> ModelSnapshot:
+def from_arrays(ckpt: Mapping[str, np.ndarray], settings: str, params: BackgroundParams) -> ModelSnapshot:
     """Check a checkpoint's arrays and return the snapshot they hold.
 
     Parameters
@@ -106,9 +105,7 @@ def from_arrays(
     settings : str
         The restoring model's knobs as JSON; must equal the checkpoint's.
     params : core.streaming.params.BackgroundParams
-        The restoring model's knobs (window size, downscale, decision).
-    decision_state : dict of str to dtype
-        The decision's state arrays and their dtypes.
+        The restoring model's knobs (window size, processing resolution, decision).
 
     Returns
     -------
@@ -118,52 +115,44 @@ def from_arrays(
     ------
     ValueError
         If the checkpoint is of another layout version, was made with other knobs, or an
-        array is missing, of an inconsistent shape or non-finite (the message says which).
+        array that is not a part's is missing, of an inconsistent shape or non-finite (the
+        message says which).
     """
     try:
-        return _from_arrays(ckpt, settings, params, decision_state)
+        return _from_arrays(ckpt, settings, params)
     except (KeyError, TypeError, IndexError) as exc:
         raise ValueError(f"checkpoint is incomplete or malformed: {type(exc).__name__}: {exc}") from None
 
 
-def _from_arrays(ckpt, settings, params, decision_state):
+def _from_arrays(ckpt, settings, params):
     if int(ckpt["version"]) != VERSION:
         raise ValueError(f"checkpoint layout version {int(ckpt['version'])}, expected {VERSION}")
     if str(ckpt["settings"]) != settings:
         raise ValueError("checkpoint was made with other model settings")
     shape = tuple(int(v) for v in ckpt["frame_shape"])
-    window = np.asarray(ckpt["window"], dtype=np.float32)
-    if len(shape) != 2:
+    if len(shape) != 2 or min(shape) < 1:
         raise ValueError(f"checkpoint frame shape {shape} is not (h, w)")
     proc = processing_shape(shape, params.processing_side)
-    small = tuple(side // params.downscale for side in proc)  # the solve resolution of such frames
-    if len(shape) != 2 or window.ndim != 3 or window.shape[1:] != small or not 1 <= len(window) <= params.window:
-        raise ValueError(f"checkpoint window of shape {window.shape} does not fit frames of {shape}")
     values = [int(v) for v in ckpt["counters"]]
     lam = float(ckpt["lam"])
     if len(values) != len(COUNTERS) or min(values) < 0 or not (np.isfinite(lam) and lam > 0):
         raise ValueError("checkpoint counters or lambda out of range")
     counters = dict(zip(COUNTERS, values, strict=True))
-    if not np.isfinite(window).all():
-        raise ValueError("checkpoint window holds non-finite values")
-    state = sigma = decision = None
+    parts = {part: {k[len(part) + 1 :]: ckpt[k] for k in ckpt if k.startswith(part + "_")} for part in PARTS}
+    state = sigma = None
     if "state_A" in ckpt:
-        state = _state(ckpt, small, params.window)
-        if counters["start"] < counters["result_start"]:
-            raise ValueError("checkpoint state does not belong to its window")
+        state = _state(ckpt, proc, params.window)
         if params.decision == "pixel":
             sigma = np.asarray(ckpt["sigma"], dtype=np.float32)
-            if sigma.shape != small or not np.isfinite(sigma).all():
+            if sigma.shape != proc or not np.isfinite(sigma).all():
                 raise ValueError(f"checkpoint sigma of shape {sigma.shape} does not fit frames of {shape}")
-    if "decision_v" in ckpt:
-        decision = {}
-        for name, dtype in decision_state.items():
-            a = np.asarray(ckpt["decision_" + name], dtype=dtype)
-            if a.shape != proc or not np.isfinite(a).all():
-                raise ValueError(f"checkpoint decision state {name} does not fit frames of {shape}")
-            decision[name] = a.copy()
     return ModelSnapshot(
-        frame_shape=shape, window=window, counters=counters, lam=lam, state=state, sigma=sigma, decision=decision
+        frame_shape=shape,
+        counters=counters,
+        lam=lam,
+        state=state,
+        sigma=sigma,
+        parts={part: arrays for part, arrays in parts.items() if arrays},
     )
 
 

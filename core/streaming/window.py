@@ -7,6 +7,7 @@ window, it is refitted cold whenever the window reaches 2, 4, 8, ... frames and 
 ``refit_interval`` frames once a new frame has entered.
 """
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -109,3 +110,43 @@ class WindowSchedule:
     def stack(self) -> np.ndarray:
         """The window as one array, shape (N, m, n), float32, oldest first."""
         return np.stack(self.frames)
+
+    def map(self, fn: Callable[[np.ndarray], np.ndarray]) -> None:
+        """Replace every frame of the window by ``fn(frame)`` (a new array; e.g. a change of light)."""
+        self.frames = [fn(f) for f in self.frames]
+
+    # ----------------------------------------------------------------- checkpoints
+    def state(self) -> dict[str, np.ndarray]:
+        """The frames and the counters as named arrays: ``frames`` (N, m, n) float32 and
+        ``counters`` (4,) int64 in the order of :data:`COUNTERS`."""
+        return {
+            "frames": self.stack(),
+            "counters": np.array([getattr(self, name) for name in self.COUNTERS], np.int64),
+        }
+
+    def load(self, state: Mapping[str, np.ndarray], frame_shape: tuple[int, int]) -> None:
+        """Take back what :meth:`state` gave.
+
+        Parameters
+        ----------
+        state : mapping of str to ndarray
+        frame_shape : (int, int)
+            The shape (m, n) the window's frames must have.
+
+        Raises
+        ------
+        ValueError
+            If the frames are not (N, m, n) with 1 <= N <= ``size``, hold non-finite values, or
+            the counters are not four integers >= 0.
+        """
+        frames = np.asarray(state["frames"], np.float32)
+        counters = [int(v) for v in np.asarray(state["counters"]).ravel()]
+        if frames.ndim != 3 or frames.shape[1:] != tuple(frame_shape) or not 1 <= len(frames) <= self.size:
+            raise ValueError(f"window of shape {frames.shape} does not fit frames of {tuple(frame_shape)}")
+        if not np.isfinite(frames).all():
+            raise ValueError("window holds non-finite values")
+        if len(counters) != len(self.COUNTERS) or min(counters) < 0:
+            raise ValueError("window counters out of range")
+        self.frames = list(frames.copy())
+        for name, v in zip(self.COUNTERS, counters, strict=True):
+            setattr(self, name, v)

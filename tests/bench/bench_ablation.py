@@ -3,9 +3,10 @@
     python tests/bench/bench_ablation.py [ROOT] [--variants NAME,...] [--json PATH] [--set KNOB=VALUE ...]
 
 ROOT defaults to ../shared/data/cdnet2014. Every variant is the default model with one knob
-changed; every sequence is processed from frame 1 and scored on its temporalROI frames with
-ground truth (``kdrsdl evaluate``'s protocol and scorer). Prints a Markdown table of F per
-sequence, their plain mean and CDnet's mean (the mean of the category means).
+changed (the light-change rule is measured by bench_light.py; on CDnet it must change nothing);
+every sequence is processed from frame 1 and scored on its temporalROI frames with ground truth
+(``kdrsdl evaluate``'s protocol and scorer). Prints a Markdown table of F per sequence, their
+plain mean and CDnet's mean (the mean of the category means).
 """
 
 import argparse
@@ -35,6 +36,10 @@ VARIANTS = {
     "no hole filling": {"fill_holes": False},
     "spatial tolerance 5 instead of 3": {"tolerance": 5},
     "no shadow test": {"shadow": False},
+    "no background samples (v2's decision)": {"samples": 0},
+    "no dynamic pixels (samples, own pixel only)": {"dynamic_blink": 20.0},
+    "samples updated every 64 frames instead of 16": {"sample_period": 64},
+    "no light-change rule": {"light_change": False},
 }
 
 

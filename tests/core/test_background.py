@@ -174,7 +174,9 @@ def test_checkpoint_restore_refuses_other_settings_and_damage():
     damaged = {
         "state_A": ckpt["state_A"][:-1],  # wrong shape
         "state_Lam": ckpt["state_Lam"] * np.nan,  # non-finite dual
-        "window": ckpt["window"][:, :-1],  # frames of another size
+        "window_frames": ckpt["window_frames"][:, :-1],  # frames of another size
+        "samples_samples": ckpt["samples_samples"][:-1],  # background samples of another size
+        "decision_v": np.full_like(ckpt["decision_v"], np.inf),  # non-finite blink counts
         "version": np.int64(99),
     }
     for key, value in damaged.items():
@@ -204,16 +206,19 @@ def test_refit_after_the_window_slid_past_the_whole_last_solution():
     assert sub.state.n_slices == 8
 
 
-def test_a_checkpoint_of_the_v1_model_is_refused_not_used():
-    # The per-pixel decision's state (spread, blink counts) is not in a v1 checkpoint: the worker
-    # logs the refusal and starts cold (streamer/worker.py counts it as "mismatch").
+def test_a_checkpoint_of_an_older_model_is_refused_not_used():
+    # The background samples are not in a v2 checkpoint (nor the decision's state in a v1): the
+    # worker logs the refusal and starts cold (streamer/worker.py counts it as "mismatch").
     scene = SyntheticScene(60, 80, seed=4)
     model = KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6)
     for t in range(30):
         model.apply(scene.frame_uint8(t))
-    v1 = {k: v for k, v in model.checkpoint().items() if not k.startswith(("sigma", "decision_"))}
-    v1["version"] = np.int64(1)
+    v2 = {k: v for k, v in model.checkpoint().items() if not k.startswith("samples_")}
+    v2["version"] = np.int64(2)
     fresh = KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6)
-    with pytest.raises(ValueError, match="checkpoint layout version 1, expected 2"):
-        fresh.restore(v1)
+    with pytest.raises(ValueError, match="checkpoint layout version 2, expected 3"):
+        fresh.restore(v2)
+    v2["version"] = np.int64(3)  # relabelled: the missing part is named
+    with pytest.raises(ValueError, match="samples state does not fit"):
+        fresh.restore(v2)
     assert fresh.state is None and fresh.apply(scene.frame_uint8(0)).shape == (60, 80)

@@ -32,15 +32,15 @@ def test_band_tolerance_absorbs_a_one_pixel_shift_of_an_edge():
     shifted = np.zeros_like(bg)
     shifted[:, 11:] = 0.8  # the camera moved one pixel
     sigma = np.full_like(bg, 0.01)
-    strict = PixelDecision(bg.shape, DecisionParams(tolerance=1, blink_gain=0), open_size=0, close_size=0, fill=False)
+    strict = PixelDecision(bg.shape, DecisionParams(tolerance=1, blink_gain=0))
     everywhere = DecisionParams(tolerance=3, tolerance_blink=0, blink_gain=0)
-    tolerant = PixelDecision(bg.shape, everywhere, open_size=0, close_size=0, fill=False)
-    assert strict.decide(shifted, bg, sigma)[:, 10].all()  # the edge column lights up without tolerance
-    assert not tolerant.decide(shifted, bg, sigma).any()  # it matches its neighbour's band with it
+    tolerant = PixelDecision(bg.shape, everywhere)
+    assert strict.raw(shifted, bg, sigma)[:, 10].all()  # the edge column lights up without tolerance
+    assert not tolerant.raw(shifted, bg, sigma).any()  # it matches its neighbour's band with it
     # a real object is still found with tolerance
     obj = bg.copy()
     obj[5:9, 2:6] = 0.9
-    assert tolerant.decide(obj, bg, sigma)[5:9, 2:6].sum() >= 4
+    assert tolerant.raw(obj, bg, sigma)[5:9, 2:6].sum() >= 4
 
 
 def test_tolerance_applies_where_the_background_blinks_not_over_a_still_one():
@@ -49,16 +49,16 @@ def test_tolerance_applies_where_the_background_blinks_not_over_a_still_one():
     sigma = np.full_like(bg, 0.01)
     shifted = np.zeros_like(bg)
     shifted[:, 11:] = 0.8  # the edge moved one pixel
-    gated = PixelDecision(bg.shape, DecisionParams(tolerance=3, tolerance_blink=0.5, blink_gain=0), 0, 0, False)
+    gated = PixelDecision(bg.shape, DecisionParams(tolerance=3, tolerance_blink=0.5, blink_gain=0))
     # over a still background (v = 0 everywhere) the tolerance is off: the moved edge is seen, as an
     # object's edge over a still background is (the tolerance would erode it by a pixel)
-    assert gated.decide(shifted, bg, sigma)[:, 10].all()
+    assert gated.raw(shifted, bg, sigma)[:, 10].all()
     # where the pixels have been blinking (a shaking camera), it is on
     gated.v[:, 8:13] = 1.0
-    assert not gated.decide(shifted, bg, sigma).any()
+    assert not gated.raw(shifted, bg, sigma).any()
     # a pixel whose blink count is at the threshold, not above it, has no tolerance
     gated.v[:, 8:13] = 0.5
-    assert gated.decide(shifted, bg, sigma)[:, 10].all()
+    assert gated.raw(shifted, bg, sigma)[:, 10].all()
 
 
 def test_a_cast_shadow_is_vetoed_an_object_of_the_same_darkness_is_not():
@@ -68,24 +68,23 @@ def test_a_cast_shadow_is_vetoed_an_object_of_the_same_darkness_is_not():
     x = bg.copy()
     x[5:15, 5:15] *= 0.75  # a shadow: the background's texture, scaled by 0.75
     x[25:35, 25:35] = 0.4  # an object about as dark as the shadow (0.49 on average), without the texture
-    dec = PixelDecision(bg.shape, DecisionParams(tolerance=1, blink_gain=0, shadow=True), 0, 0, False)
-    mask = dec.decide(x, bg, sigma)
+    dec = PixelDecision(bg.shape, DecisionParams(tolerance=1, blink_gain=0, shadow=True))
+    mask = dec.raw(x, bg, sigma)
     assert not mask[7:13, 7:13].any()
     # the shadow's 2-pixel rim stays (its 5 x 5 neighbourhoods straddle the shadow's edge) ...
     assert mask[5:15, 5:15].sum() == 100 - 36
     # ... and the opening of the post-processing removes it (thinner than 3 pixels)
-    opened = PixelDecision(bg.shape, DecisionParams(tolerance=1, blink_gain=0, shadow=True), 3, 0, False)
-    assert not opened.decide(x, bg, sigma)[5:15, 5:15].any()
+    assert not postprocess(mask, 3, 0, False)[5:15, 5:15].any()
     # the object replaces the texture (its ratio x / bg spreads by about 0.09, not < 0.03): kept
     assert mask[25:35, 25:35].all()
-    off = PixelDecision(bg.shape, DecisionParams(tolerance=1, blink_gain=0, shadow=False), 0, 0, False)
-    assert off.decide(x, bg, sigma)[5:15, 5:15].all()  # without the test, the shadow is foreground
+    off = PixelDecision(bg.shape, DecisionParams(tolerance=1, blink_gain=0, shadow=False))
+    assert off.raw(x, bg, sigma)[5:15, 5:15].all()  # without the test, the shadow is foreground
     # too dark for a shadow (ratio 0.5 < 0.6): foreground even with a uniform ratio
     x2 = bg.copy()
     x2[5:15, 5:15] *= 0.5
     assert (
-        PixelDecision(bg.shape, DecisionParams(tolerance=1, blink_gain=0, shadow=True), 0, 0, False)
-        .decide(x2, bg, sigma)[5:15, 5:15]
+        PixelDecision(bg.shape, DecisionParams(tolerance=1, blink_gain=0, shadow=True))
+        .raw(x2, bg, sigma)[5:15, 5:15]
         .all()
     )
 
@@ -94,12 +93,13 @@ def test_blink_feedback_widens_the_band_where_decisions_flicker_not_under_object
     shape = (30, 30)
     bg = np.full(shape, 0.5, np.float32)
     sigma = np.full(shape, 0.01, np.float32)
-    dec = PixelDecision(shape, DecisionParams(tolerance=1, floor=0.06), open_size=0, close_size=0, fill=False)
+    dec = PixelDecision(shape, DecisionParams(tolerance=1, floor=0.06))
     for t in range(40):
         x = bg.copy()
         x[2:6, 2:6] = 0.5 + (0.1 if t % 2 else 0.0)  # flickering background (water, leaves)
         x[15:25, 15:25] = 0.9  # an object that stays
-        dec.decide(x, bg, sigma)
+        raw = dec.raw(x, bg, sigma)
+        dec.feedback(raw, raw)  # no post-processing: the objects are the raw mask
     # Only the on-flips count (an off-flip is inside the previous frame's detection): v climbs
     # until the band covers the flicker, 0.06 (1 + 0.1 v) > 0.1 at v > 6.7, and the firing stops.
     assert dec.v[2:6, 2:6].min() > 6.7
@@ -107,7 +107,7 @@ def test_blink_feedback_widens_the_band_where_decisions_flicker_not_under_object
     # the flicker no longer fires once its band has widened: 0.06 * (1 + 0.1 * v) > 0.1
     x = bg.copy()
     x[2:6, 2:6] = 0.6
-    assert not dec.decide(x, bg, sigma)[2:6, 2:6].any()
+    assert not dec.raw(x, bg, sigma)[2:6, 2:6].any()
 
 
 @pytest.mark.parametrize("seed", range(5))

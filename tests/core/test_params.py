@@ -3,7 +3,7 @@
 import dataclasses
 
 import pytest
-from knob_edges import edges
+from knob_edges import WIDEST, edges
 
 from core.streaming.params import BackgroundParams, knobs
 
@@ -24,7 +24,7 @@ def test_every_knob_is_declared_with_a_meaning_and_its_default_is_valid():
 def test_bounds_are_enforced_as_declared(name):
     f, k, kind = next(x for x in knobs() if x[0].name == name)
     for value, accepted in edges(k, kind):
-        p = dataclasses.replace(BackgroundParams(), **{name: value})
+        p = dataclasses.replace(BackgroundParams(), **WIDEST.get(name, {}), **{name: value})
         if accepted:
             p.validate()
         else:
@@ -45,3 +45,11 @@ def test_types_choices_and_none_are_enforced():
         with pytest.raises(ValueError, match=f"^{name} must be"):
             dataclasses.replace(BackgroundParams(), **{name: bad}).validate()
     dataclasses.replace(BackgroundParams(), lam=None, threshold=None).validate()
+
+
+def test_knobs_that_depend_on_each_other_are_checked_together():
+    with pytest.raises(ValueError, match="^sample_matches must be at most samples"):
+        BackgroundParams(samples=4, sample_matches=5).validate()
+    BackgroundParams(samples=0, sample_matches=5).validate()  # no samples: N is unused
+    with pytest.raises(ValueError, match="^sample_period must be a multiple of 4"):
+        BackgroundParams(sample_period=10).validate()

@@ -46,7 +46,7 @@ def test_hd_frames_are_processed_small_and_masked_at_their_size():
     assert hit > 0.5, hit
     # a checkpoint made at 720p restores (the window is at the processing size) and goes on
     ckpt = sub.checkpoint()
-    assert ckpt["window"].shape[1:] == (202, 360)
+    assert ckpt["window_frames"].shape[1:] == (202, 360)
     again = KDRSDLBackgroundSubtractor()
     assert again.restore(ckpt) is True
     assert again.process(scene.frame_uint8(60)).fgmask.shape == (720, 1280)

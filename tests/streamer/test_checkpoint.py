@@ -45,7 +45,7 @@ def test_kill_9_worker_resumes_warm_from_its_checkpoint(tmp_path):
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=10)
         assert worker.returncode == -signal.SIGKILL
-        assert checkpoint.load(checkpoint.path_for(tmp_path, "cam1"))["window"].shape[0] == 30
+        assert checkpoint.load(checkpoint.path_for(tmp_path, "cam1"))["window_frames"].shape[0] == 30
         assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]  # no half-written file left behind
         while receive(sub, 0.2) is not None:  # masks already in flight from the killed worker
             pass
@@ -101,7 +101,7 @@ def test_corrupt_or_mismatched_checkpoint_is_ignored_with_a_log_line(tmp_path):
     finally:
         rc, _, err = stop(worker)
     assert rc == 0 and "ignoring corrupt checkpoint" in err, err[-3000:]
-    assert checkpoint.load(path)["window"].ndim == 3  # replaced by a valid one
+    assert checkpoint.load(path)["window_frames"].ndim == 3  # replaced by a valid one
 
     # other model settings: the checkpoint does not fit and is ignored, not half-used
     worker = _worker(frames, masks, port, tmp_path, "--rank", 7)

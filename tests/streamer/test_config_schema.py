@@ -1,7 +1,7 @@
 """The [model] table of the configuration comes from the model's one declaration of its knobs."""
 
 import pytest
-from knob_edges import edges
+from knob_edges import WIDEST, edges
 
 from core.streaming.params import BackgroundParams, knobs
 from streamer.config import MODEL_KNOBS_NOT_CONFIGURED, ConfigError, ModelConfig, load
@@ -18,12 +18,13 @@ def test_model_table_has_every_knob_with_the_models_default():
 @pytest.mark.parametrize("name", [f.name for f, k, _ in knobs() if k.low is not None or k.high is not None])
 def test_config_accepts_and_refuses_what_the_model_does(name):
     f, k, kind = next(x for x in knobs() if x[0].name == name)
+    context = {f"model.{n}": v for n, v in WIDEST.get(name, {}).items()}
     for value, accepted in edges(k, kind):
         if accepted:
-            assert getattr(load(overrides={f"model.{name}": value}).model, name) == value
+            assert getattr(load(overrides={**context, f"model.{name}": value}).model, name) == value
         else:
             with pytest.raises(ConfigError, match=f"model.{name}"):
-                load(overrides={f"model.{name}": value})
+                load(overrides={**context, f"model.{name}": value})
 
 
 def test_every_knob_has_a_worker_and_run_flag_that_sets_it():

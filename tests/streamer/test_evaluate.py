@@ -288,31 +288,35 @@ def test_streaming_model_mean_reaches_subsense(five):
 
 
 @pytest.mark.timeout(2400)
-def test_streaming_model_beats_the_opencv_peers_on_every_sequence(five):
-    """Issue 13: F above MOG2+post, KNN+post and GSOC on every sequence.
+def test_streaming_model_beats_the_opencv_peers_on_every_sequence(five, cdnet):
+    """Issues 13 and 23: F above MOG2+post, KNN+post and GSOC on every sequence, fall included.
 
-    The closest is pedestrians: 0.9503 against KNN+post's 0.9494. Every method is deterministic;
-    OpenBLAS's kernels for other CPUs (OPENBLAS_CORETYPE Haswell, Sandybridge) moved ours by
-    0.0003, a third of that margin.
+    The closest are pedestrians (0.951 against KNN+post's 0.949), canoe (0.811 against GSOC's
+    0.801) and fall (0.824 against MOG2+post's 0.795). Every method is deterministic; OpenBLAS's
+    kernels for other CPUs moved v2 by 0.0003. The background samples' random choices are seeded:
+    other seeds move fall by about +-0.025 (docs/algorithm.md, "Background samples").
     """
-    for name, f in five.items():
+    for name, f in cdnet.items():
         for peer in PEERS:
             assert f["kdrsdl-stream"] > f[peer], (name, peer, f)
+    if FALL in cdnet:
+        assert cdnet[FALL]["mog2+post"] == pytest.approx(0.795, abs=0.005)  # the data README's figure
+
+
+#: SuBSENSE's dynamicBackground mean (canoe 0.648, fall 0.845).
+SUBSENSE_DYNAMIC = 0.747
 
 
 @pytest.mark.timeout(2400)
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 23 (model v3), not reached by v2: fall F 0.227 (P 0.129, R 0.907) against MOG2+post 0.795",
-)
-def test_streaming_model_beats_the_opencv_peers_on_waving_trees(cdnet):
-    """Issue 23: on fall, a scene the model was not tuned on, F above MOG2+post, KNN+post and GSOC.
+def test_streaming_model_holds_on_the_six_and_on_moving_backgrounds(cdnet):
+    """Issue 23: mean F over the six sequences at least 0.86, and dynamicBackground's mean at
+    least SuBSENSE's 0.747.
 
-    The peers measure 0.795, 0.638 and 0.530 there (the data README's figures).
+    Measured: six 0.873, dynamicBackground 0.818 (canoe 0.811, fall 0.824); v2 had 0.765 and 0.536.
     """
     if FALL not in cdnet:
         pytest.skip(f"{FALL} is not in {CDNET}")
-    f = cdnet[FALL]
-    assert f["mog2+post"] == pytest.approx(0.795, abs=0.005)
-    for peer in PEERS:
-        assert f["kdrsdl-stream"] > f[peer], (peer, f)
+    ours = {name: f["kdrsdl-stream"] for name, f in cdnet.items()}
+    assert np.mean(list(ours.values())) >= 0.86  # SuBSENSE: 0.843
+    dynamic = [f for name, f in ours.items() if name.startswith("dynamicBackground/")]
+    assert len(dynamic) == 2 and np.mean(dynamic) >= SUBSENSE_DYNAMIC

@@ -25,6 +25,7 @@ from helpers import (
     wait_for,
 )
 
+from core.evaluation.scene import SyntheticScene
 from streamer.protocol import encode
 
 
@@ -260,3 +261,52 @@ def test_restarted_subscriber_misses_only_what_it_was_away_for(worker):
     # what was missed is exactly the masks published while away, and the worker went on
     assert after[0].header["seq"] > before[-1].header["seq"] + 1
     assert after[0].header["epoch"] == before[-1].header["epoch"]
+
+
+def test_a_change_of_light_is_reported_in_the_header_and_counted(worker):
+    """Issue 23: a consumer can tell "the lights changed" from "something moved".
+
+    The synthetic scene, sent frame by frame (each mask awaited: nothing is dropped), until the
+    worker's first refit has landed; then every frame dimmed to 60%.
+    """
+    frames, masks_ep, port, _ = worker
+    sub = subscriber(masks_ep, "cam1")
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 0)
+    push.connect(frames)
+    scene = SyntheticScene(60, 80, n_objects=2, drift=0.0, seed=4)
+    headers = []
+
+    def send(t, gain):
+        img = np.clip(np.rint(scene.frame(t) * gain * 255), 0, 255).astype(np.uint8)
+        push.send_multipart(encode("frame", "cam1", "ep", t, time.time_ns(), img))
+        msg = wait_for(lambda: receive(sub, 0.2), 20, f"the mask of frame {t}")
+        assert msg.header["frame_seq"] == t
+        headers.append(msg.header)
+
+    t = 0
+    # the refits run on a thread: go on until one has landed (light is judged against its M)
+    while t < 200 or headers[-1]["solver"]["start"] == "none":
+        send(t, 1.0)
+        t += 1
+        assert t < 2000, "no refit landed"
+    at = t
+    for _ in range(30):
+        send(t, 0.6)
+        t += 1
+    lights = [(h["frame_seq"], h["light_change"]) for h in headers if h["light_change"] is not None]
+    assert all(h["light_change"] is None for h in headers[:at])
+    assert lights and lights[0][0] in (at, at + 1), lights  # absorbed at the change
+    assert lights[0][1]["gain"] == pytest.approx(0.6, abs=0.03)
+    before = max(h["fg_ratio"] for h in headers[at - 20 : at])
+    assert max(h["fg_ratio"] for h in headers[at + 5 :]) < before + 0.01  # not reported as motion
+    s = wait_for(
+        lambda: (lambda s: s if metric(s, "kdrsdl_worker_frames_processed_total", camera="cam1") == t else None)(
+            scrape(port)
+        ),
+        10,
+        "the worker to count the last frame",
+    )
+    assert metric(s, "kdrsdl_light_changes_total", camera="cam1") == len(lights)
+    push.close()
+    sub.close()

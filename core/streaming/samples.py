@@ -1,0 +1,263 @@
+"""A background-only sample set per pixel, beside the solver's window: the model's memory of modes.
+
+The window holds every ``window_stride``-th frame, objects included; its robust mean ``M`` and
+spread give each pixel one band. A pixel whose background has several modes (a leaf and the sky
+behind it, a wave's crest and trough) leaves that band although it shows a value its
+background often takes. The sample set keeps, per pixel, ``K`` values that the model itself
+called background, at the frame rate (ViBe's conservative update: Barnich and Van Droogenbroeck,
+IEEE TIP 2011), and a pixel matches its background when at least ``N`` of them lie within a
+radius of its value (sample consensus). The radius and the update follow how the pixel's
+decision behaves, as in SuBSENSE (St-Charles, Bilodeau and Bergevin, IEEE TIP 2015); the rules
+here are our own:
+
+- the radius widens with the pixel's blink count, by the same factor as its band;
+- a *dynamic* pixel (blink count above ``dynamic_blink``, :mod:`core.streaming.decision`) may
+  match the samples of any pixel of its 3 x 3 neighbourhood (a swaying edge), is updated four
+  times as often, and writes its value into a neighbour's samples too (ViBe's spatial
+  propagation, which dissolves a stuck region of moving background from its edges); a still
+  pixel does none of these, so a person who stands still is never learnt from the edges inwards;
+- pixels near the mask (within ``update_margin``) are not updated: an object's missed edge does
+  not enter the memory.
+
+The samples start from the solver's window, not from the first frames (which may hold a slow
+object in most of them): every cold refit seeds them with the window's samples, the robust mean
+``M`` in place of those KDRSDL saw as an object (:func:`window_samples`).
+
+Randomness is a function of the seed and the frame counter, so a model restored from a
+checkpoint continues exactly as it would have.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: A dynamic pixel is updated this many times as often as a still one.
+DYNAMIC_SPEEDUP = 4
+#: Offsets (dy, dx) of the 8 neighbours.
+_NEIGHBOURS = np.array([(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx], np.int64)
+
+
+@dataclass(frozen=True)
+class SampleParams:
+    """Knobs of :class:`SampleSet` (model knobs ``samples``, ``sample_matches``, ``sample_radius``,
+    ``sample_period``).
+
+    Attributes
+    ----------
+    k : int
+        Samples per pixel K.
+    matches : int
+        Samples within the radius that make a match N (<= K).
+    radius : float
+        Match radius of a still pixel, intensity in [0, 1].
+    period : int
+        A still background pixel replaces one of its samples every ``period`` frames, a dynamic
+        one every ``period / 4`` frames; a multiple of 4.
+    seed : int
+        Seed of the update's random choices.
+    """
+
+    k: int = 20
+    matches: int = 2
+    radius: float = 0.03
+    period: int = 16
+    seed: int = 0
+
+
+def window_samples(X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float, k: int) -> np.ndarray:
+    """Background samples from a solved window: its frames, but ``M`` where KDRSDL saw an object.
+
+    A window sample is an object's when ``|E| > e_cut`` there and in the window entry before or
+    after it (the entries are ``window_stride`` frames apart): an object stays, a moving
+    background (leaves, water) flickers in and out of ``E`` and is kept, since it is what the
+    samples are for (docs/algorithm.md, "Background samples": leaving every flagged sample out starves the trees'
+    samples; keeping every one seeds periodic objects into the background).
+
+    Parameters
+    ----------
+    X : ndarray, shape (N, m, n), float32
+        The window's frames, intensity in [0, 1], oldest first.
+    M : ndarray, shape (m, n)
+        The window's robust mean.
+    E : ndarray, shape (N, m, n)
+        KDRSDL's sparse part of the window.
+    e_cut : float
+        Intensity above which a sample of ``E`` is flagged.
+    k : int
+        Samples per pixel.
+
+    Returns
+    -------
+    ndarray, shape (m * n, k), float32
+        Sample ``s`` of each pixel comes from the window's frame ``N - k + s`` (the newest k)
+        when ``N >= k``, else from frame ``s mod N``.
+    """
+    N = X.shape[0]
+    out = np.empty((X.shape[1] * X.shape[2], k), np.float32)
+    flagged = np.abs(E) > e_cut
+    # an object stays: flagged in two window entries in a row; a moving background flickers
+    run = np.zeros_like(flagged)
+    run[1:] |= flagged[1:] & flagged[:-1]
+    run[:-1] |= flagged[:-1] & flagged[1:]
+    for s in range(k):
+        j = N - k + s if N >= k else s % N
+        out[:, s] = np.where(run[j], M, X[j]).ravel()
+    return out
+
+
+class SampleSet:
+    """K background samples per pixel, their consensus and their conservative update.
+
+    Parameters
+    ----------
+    shape : (int, int)
+        Frame shape (h, w), pixels.
+    params : SampleParams
+
+    Attributes
+    ----------
+    samples : ndarray, shape (h * w, K), float32
+        Intensity in [0, 1]; row p holds pixel p's samples (row-major pixel index).
+    ready : bool
+        The samples were seeded (:meth:`seed`): before that, nothing matches and nothing is
+        learnt.
+    """
+
+    def __init__(self, shape: tuple[int, int], params: SampleParams) -> None:
+        if not 1 <= params.matches <= params.k:
+            raise ValueError(f"sample matches must be in [1, {params.k}], got {params.matches}")
+        if params.period < DYNAMIC_SPEEDUP or params.period % DYNAMIC_SPEEDUP:
+            raise ValueError(f"sample period must be a multiple of {DYNAMIC_SPEEDUP}, got {params.period}")
+        self.shape = shape
+        self.params = params
+        h, w = shape
+        self.samples = np.zeros((h * w, params.k), np.float32)
+        self.ready = False
+        # each pixel's update phase: pixel order[j] is due at frames t with t % period == j % period
+        self._order = np.random.default_rng(params.seed).permutation(h * w)
+        # pixel p's 8 neighbours (clipped at the border), row-major indices: (h * w, 8)
+        rows, cols = np.divmod(np.arange(h * w), w)
+        self._nbr = np.stack(
+            [np.clip(rows + dy, 0, h - 1) * w + np.clip(cols + dx, 0, w - 1) for dy, dx in _NEIGHBOURS], axis=1
+        ).astype(np.intp)
+
+    # ----------------------------------------------------------------- checkpoints
+    def state(self) -> dict[str, np.ndarray]:
+        """The learnt state as named arrays: ``samples`` (h * w, K) float32 and ``ready`` (); not copied."""
+        return {"samples": self.samples, "ready": np.asarray(self.ready)}
+
+    def load(self, state: dict[str, np.ndarray]) -> None:
+        """Take back what :meth:`state` gave.
+
+        Raises
+        ------
+        ValueError
+            If an array is missing, of another shape or non-finite.
+        """
+        samples = np.asarray(state["samples"], np.float32)
+        if samples.shape != self.samples.shape or not np.isfinite(samples).all():
+            raise ValueError(f"samples of shape {samples.shape} do not fit frames of {self.shape}")
+        self.samples, self.ready = samples.copy(), bool(state["ready"])
+
+    def seed(self, samples: np.ndarray) -> None:
+        """Start over from ``samples`` (h * w, K) float32 (:func:`window_samples`)."""
+        if samples.shape != self.samples.shape:
+            raise ValueError(f"samples of shape {samples.shape} do not fit frames of {self.shape}")
+        self.samples, self.ready = samples.copy(), True
+
+    # ----------------------------------------------------------------- consensus
+    def match(self, x: np.ndarray, candidates: np.ndarray, widen: np.ndarray | None, dynamic: np.ndarray) -> np.ndarray:
+        """The candidates whose value matches their background samples.
+
+        Parameters
+        ----------
+        x : ndarray, shape (h, w), float32
+            The frame, intensity in [0, 1].
+        candidates : ndarray, shape (h, w), bool
+            Pixels to test (those the bands call foreground); the others are not matched.
+        widen : ndarray, shape (h, w), float32, or None
+            Each pixel's radius factor (its band's blink widening, >= 1); None = 1.
+        dynamic : ndarray, shape (h, w), bool
+            Dynamic pixels, which may also match a neighbour's samples.
+
+        Returns
+        -------
+        ndarray, shape (h, w), bool
+            True where at least ``matches`` samples of the pixel (or, for a dynamic pixel, of one
+            pixel of its 3 x 3 neighbourhood) lie strictly within the radius of its value.
+        """
+        out = np.zeros(self.shape, bool)
+        if not self.ready:
+            return out
+        idx = np.flatnonzero(candidates)
+        if idx.size == 0:
+            return out
+        p = self.params
+        xv = x.ravel()[idx, None]
+        r: np.ndarray = (
+            np.full((1, 1), p.radius, np.float32) if widen is None else (p.radius * widen.ravel()[idx])[:, None]
+        )
+        ok = self._count(idx, xv, r) >= p.matches
+        # dynamic pixels not matched by their own samples: any one neighbour's samples
+        again = ~ok & dynamic.ravel()[idx]
+        if again.any():
+            j = idx[again]
+            xj, rj = xv[again], r if r.size == 1 else r[again]
+            hit = np.zeros(j.size, bool)
+            nbr = self._nbr[j]
+            for k in range(nbr.shape[1]):
+                hit |= self._count(nbr[:, k], xj, rj) >= p.matches
+            ok[again] = hit
+        out.ravel()[idx[ok]] = True
+        return out
+
+    def _count(self, idx: np.ndarray, xv: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """Samples of pixels ``idx`` (n,) within ``r`` ((n, 1) or (1, 1)) of ``xv`` (n, 1): int (n,)."""
+        d = self.samples[idx]
+        d -= xv
+        np.abs(d, out=d)
+        return np.count_nonzero(d < r, axis=1)
+
+    # ----------------------------------------------------------------- update
+    def update(self, x: np.ndarray, learn: np.ndarray, dynamic: np.ndarray, t: int) -> None:
+        """Let frame ``t``'s background pixels replace samples (ViBe's conservative update).
+
+        Once the samples are seeded, every pixel in ``learn`` whose turn it is (every ``period``
+        frames; a dynamic one every ``period / 4``) replaces one random sample of its own by its
+        value; a dynamic one also replaces a random sample of a random neighbour.
+
+        Parameters
+        ----------
+        x : ndarray, shape (h, w), float32
+            The frame, intensity in [0, 1].
+        learn : ndarray, shape (h, w), bool
+            Pixels that may be learnt (called background, away from the mask).
+        dynamic : ndarray, shape (h, w), bool
+            Dynamic pixels.
+        t : int
+            The frame counter (drives the schedule and the random choices).
+        """
+        if not self.ready:
+            return
+        xf, dyn_all, learn_all = x.ravel(), dynamic.ravel(), learn.ravel()
+        p = self.params
+        fast = p.period // DYNAMIC_SPEEDUP
+        # pixel order[j] is due when j = t (mod period), or j = t (mod fast) if it is dynamic,
+        # and it may be learnt; the due pixels are taken in the order of j
+        turn = dyn_all.copy()
+        turn[self._order[t % p.period :: p.period]] = True
+        turn &= learn_all
+        due = self._order[t % fast :: fast]
+        due = due[turn[due]]
+        dyn = dyn_all[due]
+        rng = np.random.default_rng((p.seed, t))
+        self.samples[due, rng.integers(0, p.k, due.size)] = xf[due]
+        spread = due[dyn]
+        if spread.size:
+            q = self._nbr[spread, rng.integers(0, len(_NEIGHBOURS), spread.size)]
+            self.samples[q, rng.integers(0, p.k, spread.size)] = xf[spread]
+
+    def map_light(self, gain: float, offset: float) -> None:
+        """Bring the samples to a new light: ``s -> gain * s + offset`` (:mod:`core.streaming.light`)."""
+        self.samples *= np.float32(gain)
+        self.samples += np.float32(offset)
