@@ -6,7 +6,6 @@ can swap it in. Causal: a frame's mask uses that frame and earlier ones only.
 """
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -14,11 +13,10 @@ from typing import Any, Optional
 import cv2
 import numpy as np
 
-from core.solver.frame_fit import fit_cores
-from core.solver.products import sandwich
 from core.solver.state import KDRSDLState, slide_state
 from core.streaming import resolution, snapshot
-from core.streaming.decision import DecisionParams, PixelDecision
+from core.streaming.decision import DecisionParams, PixelDecision, global_threshold
+from core.streaming.frame_model import frame_background, last_background
 from core.streaming.light import LightChange, detect_light_change, map_state
 from core.streaming.params import BackgroundParams
 from core.streaming.postprocess import postprocess, square
@@ -29,8 +27,6 @@ from core.streaming.window import WindowSchedule
 
 __all__ = ["BackgroundParams", "FrameResult", "KDRSDLBackgroundSubtractor", "CHECKPOINT_VERSION"]
 
-#: 1 / Phi^-1(3/4): turns a median absolute deviation into a Gaussian sigma.
-MAD_TO_SIGMA = 1.4826
 #: Version of the :meth:`KDRSDLBackgroundSubtractor.checkpoint` layout.
 CHECKPOINT_VERSION = snapshot.VERSION
 
@@ -184,13 +180,6 @@ class KDRSDLBackgroundSubtractor:
         return np.clip(np.round(bg * 255), 0, 255).astype(np.uint8)
 
     # ----------------------------------------------------------------- checkpoints
-    def _settings(self) -> str:
-        """The knobs a checkpoint must match (all but ``async_refit``), as JSON."""
-        d = dataclasses.asdict(self.params)
-        for name in ("async_refit", "mask_resolution"):  # neither changes what the model learns
-            d.pop(name)
-        return json.dumps(d, sort_keys=True)
-
     def checkpoint(self) -> dict[str, np.ndarray | np.generic] | None:
         """The learnt state as named arrays, for ``numpy.savez``; None before the first frame.
 
@@ -221,7 +210,7 @@ class KDRSDLBackgroundSubtractor:
             sigma=self._sigma if self._state is not None else None,
             parts=parts,
         )
-        return snapshot.to_arrays(snap, self._settings())
+        return snapshot.to_arrays(snap, self.params)
 
     def restore(self, ckpt: Mapping[str, np.ndarray]) -> bool:
         """Continue from a :meth:`checkpoint` (e.g. after a process restart).
@@ -244,32 +233,27 @@ class KDRSDLBackgroundSubtractor:
             knobs, or its arrays are missing, of inconsistent shapes or
             non-finite; the model is then left reset (as new).
         """
-        self.reset()
         try:
-            self._restore(snapshot.from_arrays(ckpt, self._settings(), self.params))
+            snap = snapshot.from_arrays(ckpt, self.params)
+            self._start(snap.frame_shape)
+            assert self._proc_shape is not None
+            for part, owner in (("decision", self._decider), ("samples", self._samples)):
+                if (part in snap.parts) != (owner is not None):
+                    raise ValueError(f"checkpoint {part} state does not fit the model's knobs")
+                if owner is not None:
+                    owner.load(snap.parts[part])
+            self._window.load(snap.parts["window"], self._proc_shape)
+            self._result_start, self.n_frames = snap.counters["result_start"], snap.counters["n_frames"]
+            if snap.state is not None and self._window.start < self._result_start:
+                raise ValueError("checkpoint state does not belong to its window")
         except (KeyError, TypeError, IndexError, ValueError) as exc:
             self.reset()
             if isinstance(exc, ValueError) and str(exc).startswith("checkpoint"):
                 raise
             raise ValueError(f"checkpoint is incomplete or malformed: {type(exc).__name__}: {exc}") from None
-        return self._state is not None
-
-    def _restore(self, snap: ModelSnapshot) -> None:
-        self._start(snap.frame_shape)
-        assert self._proc_shape is not None
-        for part, owner in (("decision", self._decider), ("samples", self._samples)):
-            if (part in snap.parts) != (owner is not None):
-                raise ValueError(f"checkpoint {part} state does not fit the model's knobs")
-        self._window.load(snap.parts["window"], self._proc_shape)
-        if self._decider is not None:
-            self._decider.load(snap.parts["decision"])
-        if self._samples is not None:
-            self._samples.load(snap.parts["samples"])
-        self._result_start, self.n_frames = snap.counters["result_start"], snap.counters["n_frames"]
-        if snap.state is not None and self._window.start < self._result_start:
-            raise ValueError("checkpoint state does not belong to its window")
         self._lam = snap.lam
         self._install_state(snap.state, snap.sigma)
+        return self._state is not None
 
     # ----------------------------------------------------------------- model
     @property
@@ -299,9 +283,12 @@ class KDRSDLBackgroundSubtractor:
         FrameResult
         """
         x = self._prepare(image)
-        refit = self._collect()
+        refit = self._refitter.collect()  # a refit finished on its thread
+        if refit is not None:
+            self._install(refit)
         light = self._absorb_light(x)
-        bg = self._frame_background(x)
+        assert self._lam is not None
+        bg = self._background = frame_background(x, self._state, self.params, self._lam, self._last_bg)
         score: np.ndarray = cv2.absdiff(x, bg)  # |x - bg| in one pass
         raw, threshold = self._raw_mask(x, bg, score)
         p = self.params
@@ -359,72 +346,31 @@ class KDRSDLBackgroundSubtractor:
         return resolution.reduce(x, self._proc_shape)
 
     def _absorb_light(self, x: np.ndarray) -> LightChange | None:
-        """Recognise a change of light against ``M`` and map the model's memory to it."""
-        p = self.params
-        if not p.light_change or self._state is None or self._state.M is None or self._decider is None:
+        """Recognise a change of light against ``M`` and map the model's memory to it at once
+        (the window, the solution, the spread, the samples; :mod:`core.streaming.light`)."""
+        st, p = self._state, self.params
+        if not p.light_change or st is None or st.M is None or self._decider is None:
             return None
         assert self._sigma is not None
-        change = detect_light_change(x, self._state.M, self._decider.half(self._sigma), ~self._decider.prev_obj)
-        if change is not None:
-            self._map_light(change)
-        return change
-
-    def _map_light(self, change: LightChange) -> None:
-        """Bring the model's memory to the new light (:mod:`core.streaming.light`)."""
+        change = detect_light_change(x, st.M, self._decider.half(self._sigma), ~self._decider.prev_obj)
+        if change is None:
+            return None
         g, b = np.float32(change.gain), np.float32(change.offset)
         self._window.map(lambda f: g * f + b)
-        assert self._state is not None and self._sigma is not None
-        self._install_state(map_state(self._state, change), g * self._sigma)
+        self._install_state(map_state(st, change), g * self._sigma)
         if self._samples is not None:
             self._samples.map_light(change.gain, change.offset)
         if self._refitter.busy:  # a refit on the old light's window: mapped when it lands
             self._pending_light = change if self._pending_light is None else self._pending_light.then(change)
-
-    def _frame_background(self, x: np.ndarray) -> np.ndarray:
-        """This frame's background (``frame_model``), plus its global offset (``global_offset``)."""
-        st, p = self._state, self.params
-        bg: np.ndarray | None
-        if st is None:
-            bg = x  # first frame: everything is background
-        elif p.frame_model == "mean":
-            bg = st.M
-        elif p.frame_model == "last":
-            bg = self._last_bg
-        else:
-            assert st.M is not None and self._lam is not None
-            fit = fit_cores(
-                st.A,
-                st.B,
-                (x - st.M)[None],
-                lam=self._lam,
-                alpha=p.alpha,
-                mu_end=st.mu,
-                mu_ratio=st.mu / st.muK,
-                rho=2.0,
-                max_iter=p.frame_iters,
-            )
-            bg = sandwich(st.A, fit.R, st.B)[0] + st.M
-        assert bg is not None
-        if p.global_offset and st is not None:
-            # the frame's global brightness change since the window was solved (clouds, auto-exposure)
-            # (median over one pixel in each 4 x 4 block: a sixteenth of the cost, the same offset to ~1e-3)
-            bg = bg + np.float32(np.median(x[::4, ::4] - bg[::4, ::4]))
-        self._background = bg
-        return bg
+        return change
 
     def _raw_mask(self, x: np.ndarray, bg: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, float | None]:
         """The decision before post-processing, and the global threshold (None: the bands decided)."""
         if self._state is not None and self._decider is not None:
             assert self._sigma is not None
             return self._decider.raw(x, bg, self._sigma, self._samples), None
-        t = self._global_threshold(score)
+        t = global_threshold(score, self.params)
         return score > t, t
-
-    def _global_threshold(self, score: np.ndarray) -> float:
-        p = self.params
-        if p.threshold is not None:
-            return float(p.threshold)
-        return max(p.min_threshold, p.k_sigma * MAD_TO_SIGMA * float(np.median(score)))
 
     def _learn(self, x: np.ndarray, bg: np.ndarray, mask: np.ndarray) -> None:
         """Learn from a judged frame: the background samples, the window, a refit when due."""
@@ -443,7 +389,7 @@ class KDRSDLBackgroundSubtractor:
 
     def _maybe_refit(self, entered: bool) -> None:
         """Start a refit when one is due (inline: install it at once)."""
-        p, w = self.params, self._window
+        w = self._window
         if self._refitter.busy:
             return  # a refit is running; the next one waits for it
         solved = None if self._state is None else self._state.n_slices
@@ -458,28 +404,10 @@ class KDRSDLBackgroundSubtractor:
         w.started_refit()
         self._pending_light = None
         assert self._lam is not None  # set by the first frame, before any refit
-        settings = RefitSettings(
-            rank=p.rank,
-            lam=self._lam,
-            alpha=p.alpha,
-            tol=p.refit_tol,
-            max_iter=p.refit_max_iter,
-            backoff=p.refit_backoff,
-            rebalance=p.rebalance,
-            e_cut=p.e_cut if p.decision == "pixel" else None,
-            samples=p.samples if self._samples is not None else 0,
-        )
-        report = self._refitter.submit(w.stack(), init, w.start, settings)
+        report = self._refitter.submit(w.stack(), init, w.start, RefitSettings.from_knobs(self.params, self._lam))
         if report is not None:
             self._install(report)
             self._sync_refit = report
-
-    def _collect(self) -> RefitReport | None:
-        """Install a finished background refit; its report, or None."""
-        report = self._refitter.collect()
-        if report is not None:
-            self._install(report)
-        return report
 
     def _install(self, report: RefitReport) -> None:
         if report.reset:
@@ -504,5 +432,4 @@ class KDRSDLBackgroundSubtractor:
         """Make ``state`` (and the spread ``sigma``) the model's window solution."""
         self._state, self._sigma = state, sigma
         if state is not None and self.params.frame_model == "last":
-            assert state.M is not None
-            self._last_bg = sandwich(state.A, state.R[-1:], state.B)[0] + state.M
+            self._last_bg = last_background(state)

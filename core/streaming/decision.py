@@ -32,6 +32,9 @@ from core.streaming.params import BackgroundParams
 from core.streaming.postprocess import square
 from core.streaming.samples import SampleSet
 
+#: 1 / Phi^-1(3/4): turns a median absolute deviation into a Gaussian sigma.
+MAD_TO_SIGMA = 1.4826
+
 #: sqrt(pi / 2): turns a mean absolute deviation into a Gaussian sigma.
 MEAN_ABS_TO_SIGMA = 1.2533
 
@@ -314,3 +317,24 @@ class PixelDecision:
             np.clip(self.v, 0, p.blink_max, out=self.v)
             self.dynamic = self.v > np.float32(p.dynamic_blink)
         self.prev_raw, self.prev_obj = raw, mask
+
+
+def global_threshold(score: np.ndarray, p: BackgroundParams) -> float:
+    """The global decision's threshold on ``|x - L|`` (``decision = "global"``, and every frame
+    before the first refit): ``threshold`` when set, else ``max(min_threshold, k_sigma * sigma)``
+    with sigma the frame's robust noise (1.4826 times the median score).
+
+    Parameters
+    ----------
+    score : ndarray, shape (h, w), float32
+        ``|x - background|``, intensity in [0, 1].
+    p : core.streaming.params.BackgroundParams
+
+    Returns
+    -------
+    float
+        The threshold, intensity in [0, 1].
+    """
+    if p.threshold is not None:
+        return float(p.threshold)
+    return max(p.min_threshold, p.k_sigma * MAD_TO_SIGMA * float(np.median(score)))

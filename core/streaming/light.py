@@ -29,9 +29,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from core.solver.state import KDRSDLState
+from core.streaming.decision import MAD_TO_SIGMA
 
-#: 1 / Phi^-1(3/4): turns a median absolute deviation into a Gaussian sigma.
-MAD_TO_SIGMA = 1.4826
 #: Fewest background pixels (of the sampled ones) a fit is made on.
 MIN_PIXELS = 64
 

@@ -17,6 +17,7 @@ import numpy as np
 from core.solver.kdrsdl import Cancelled, KDRSDLResult, kdrsdl
 from core.solver.state import KDRSDLState
 from core.streaming.decision import pixel_spread
+from core.streaming.params import BackgroundParams
 from core.streaming.samples import window_samples
 
 
@@ -94,6 +95,22 @@ class RefitSettings:
     rebalance: bool
     e_cut: Optional[float]
     samples: int = 0
+
+    @classmethod
+    def from_knobs(cls, p: BackgroundParams, lam: float) -> "RefitSettings":
+        """The refit settings a model's knobs give, with its regularisation weight ``lam``."""
+        pixel = p.decision == "pixel"
+        return cls(
+            rank=p.rank,
+            lam=lam,
+            alpha=p.alpha,
+            tol=p.refit_tol,
+            max_iter=p.refit_max_iter,
+            backoff=p.refit_backoff,
+            rebalance=p.rebalance,
+            e_cut=p.e_cut if pixel else None,
+            samples=p.samples if pixel else 0,
+        )
 
 
 def solve_window(

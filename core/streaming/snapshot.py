@@ -11,6 +11,8 @@ and :class:`core.streaming.samples.SampleSet`). :func:`to_arrays` lays it out fo
 names what is wrong; each part checks its own arrays when it loads them.
 """
 
+import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
@@ -61,14 +63,23 @@ class ModelSnapshot:
     parts: dict = field(default_factory=dict)
 
 
-def to_arrays(snap: ModelSnapshot, settings: str) -> dict[str, np.ndarray | np.generic]:
+def settings(params: BackgroundParams) -> str:
+    """The knobs a checkpoint must match, as JSON: all but ``async_refit`` and ``mask_resolution``,
+    which do not change what the model learns."""
+    d = dataclasses.asdict(params)
+    for name in ("async_refit", "mask_resolution"):
+        d.pop(name)
+    return json.dumps(d, sort_keys=True)
+
+
+def to_arrays(snap: ModelSnapshot, params: BackgroundParams) -> dict[str, np.ndarray | np.generic]:
     """The snapshot as named arrays for ``numpy.savez`` (arrays are not copied).
 
     Parameters
     ----------
     snap : ModelSnapshot
-    settings : str
-        The knobs a restore must match, as JSON.
+    params : core.streaming.params.BackgroundParams
+        The model's knobs; a restore must match them (:func:`settings`).
 
     Returns
     -------
@@ -79,7 +90,7 @@ def to_arrays(snap: ModelSnapshot, settings: str) -> dict[str, np.ndarray | np.g
     """
     out: dict[str, np.ndarray | np.generic] = {
         "version": np.int64(VERSION),
-        "settings": np.str_(settings),
+        "settings": np.str_(settings(params)),
         "frame_shape": np.asarray(snap.frame_shape, dtype=np.int64),
         "counters": np.array([snap.counters[name] for name in COUNTERS], dtype=np.int64),
         "lam": np.float64(snap.lam),
@@ -95,17 +106,15 @@ def to_arrays(snap: ModelSnapshot, settings: str) -> dict[str, np.ndarray | np.g
     return out
 
 
-def from_arrays(ckpt: Mapping[str, np.ndarray], settings: str, params: BackgroundParams) -> ModelSnapshot:
+def from_arrays(ckpt: Mapping[str, np.ndarray], params: BackgroundParams) -> ModelSnapshot:
     """Check a checkpoint's arrays and return the snapshot they hold.
 
     Parameters
     ----------
     ckpt : mapping of str to ndarray
         What :func:`to_arrays` returned, or ``numpy.load`` of its file.
-    settings : str
-        The restoring model's knobs as JSON; must equal the checkpoint's.
     params : core.streaming.params.BackgroundParams
-        The restoring model's knobs (window size, processing resolution, decision).
+        The restoring model's knobs: their :func:`settings` must equal the checkpoint's.
 
     Returns
     -------
@@ -119,15 +128,15 @@ def from_arrays(ckpt: Mapping[str, np.ndarray], settings: str, params: Backgroun
         message says which).
     """
     try:
-        return _from_arrays(ckpt, settings, params)
+        return _from_arrays(ckpt, params)
     except (KeyError, TypeError, IndexError) as exc:
         raise ValueError(f"checkpoint is incomplete or malformed: {type(exc).__name__}: {exc}") from None
 
 
-def _from_arrays(ckpt, settings, params):
+def _from_arrays(ckpt, params):
     if int(ckpt["version"]) != VERSION:
         raise ValueError(f"checkpoint layout version {int(ckpt['version'])}, expected {VERSION}")
-    if str(ckpt["settings"]) != settings:
+    if str(ckpt["settings"]) != settings(params):
         raise ValueError("checkpoint was made with other model settings")
     shape = tuple(int(v) for v in ckpt["frame_shape"])
     if len(shape) != 2 or min(shape) < 1:
