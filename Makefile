@@ -5,6 +5,10 @@ PY := $(VENV)/bin/python
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
+# setuptools warns on every editable install that a folder named like the package (core/, streamer/)
+# may shadow it: here that folder is the package itself, so the warning is silenced.
+export PYTHONWARNINGS ?= ignore:Editable installation
+
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

@@ -10,11 +10,27 @@ Grouped by job, as scikit-learn keeps ``decomposition/`` apart from ``metrics/``
 
 numpy, scipy and OpenCV's image functions only; nothing here imports ZeroMQ, Prometheus or
 ``streamer``.
+
+The subtractor is one import, as OpenCV's are::
+
+    import core
+    sub = core.createBackgroundSubtractorKDRSDL()   # like cv2.createBackgroundSubtractorMOG2()
+    fgmask = sub.apply(frame)                       # gray or BGR; uint8 0/255
 """
 
 from core.solver import ConvergenceWarning, KDRSDLResult, KDRSDLState, kdrsdl, slide_state, stein_solve
+from core.streaming.background import (
+    BackgroundParams,
+    FrameResult,
+    KDRSDLBackgroundSubtractor,
+    createBackgroundSubtractorKDRSDL,
+)
 
 __all__ = [
+    "BackgroundParams",
+    "FrameResult",
+    "KDRSDLBackgroundSubtractor",
+    "createBackgroundSubtractorKDRSDL",
     "ConvergenceWarning",
     "KDRSDLResult",
     "KDRSDLState",

@@ -1,16 +1,22 @@
 """The ``kdrsdl`` command (also ``python -m streamer``).
 
-Exit status: 0 on a clean stop, 78 (EX_CONFIG) on a configuration error with a
-one-line message, 1 on other failures.
+Exit status: 0 on a clean stop, 78 (EX_CONFIG) on a configuration error with a one-line message,
+66 (EX_NOINPUT) when a video file given as the source does not exist, 1 on other failures.
 """
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from core.streaming.params import knobs
 from streamer.config import EX_CONFIG, MODEL_KNOBS_NOT_CONFIGURED, ConfigError, load
+from streamer.sources import describe
+
+#: sysexits.h: an input file did not exist.
+EX_NOINPUT = 66
 
 # flag dest -> config key
 CAPTURE_KEYS = {
@@ -51,6 +57,8 @@ RUN_KEYS = {
     "height": "capture.height",
     "loop": "capture.loop",
 }
+#: What ``run`` uses where neither the file nor a flag says (a first look ends, at a camera's pace).
+RUN_DEFAULTS = {"capture.max_frames": 300, "capture.fps": 30.0}
 #: The model flags of ``worker`` and ``run`` (:func:`model_flags`), one per knob.
 MODEL_KEYS = {f"model_{f.name}": f"model.{f.name}" for f, _, _ in knobs() if f.name not in MODEL_KNOBS_NOT_CONFIGURED}
 WORKER_KEYS.update(MODEL_KEYS)
@@ -78,7 +86,9 @@ def model_flags(parser: argparse.ArgumentParser) -> None:
 
 def _common(sp) -> None:
     """--config and --camera."""
-    sp.add_argument("--config", metavar="FILE", help="TOML configuration file; flags override it")
+    sp.add_argument(
+        "--config", metavar="FILE", help="TOML configuration file; the flags given override it, no other flag does"
+    )
     sp.add_argument(
         "--camera",
         metavar="NAME",
@@ -169,10 +179,12 @@ def _run_parser(sub) -> None:
     r = sub.add_parser("run", help="capture + worker + subscriber in one command, for a first look")
     _common(r)
     r.add_argument("--source", metavar="SRC", default=None, help="as for capture (default synthetic)")
-    r.add_argument("--max-frames", type=int, metavar="N", default=300, help="frames to process (default 300)")
+    r.add_argument(
+        "--max-frames", type=int, metavar="N", help="frames to process (default: the file's, else 300; 0 = never stop)"
+    )
     r.add_argument("--output", metavar="DIR", help="write masks and contact_sheet.png into DIR")
     r.add_argument(
-        "--fps", type=float, metavar="F", default=30.0, help="source frame rate (default 30, 0 = unthrottled)"
+        "--fps", type=float, metavar="F", help="source frame rate (default: the file's, else 30; 0 = unthrottled)"
     )
     r.add_argument("--width", type=int, metavar="W")
     r.add_argument("--height", type=int, metavar="H")
@@ -222,6 +234,11 @@ def build_parser() -> argparse.ArgumentParser:
             "capture -> ZeroMQ -> worker -> foreground masks on a ZeroMQ topic."
         ),
     )
+    try:
+        own = version("kdrsdl-stream")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        own = "unknown (not installed)"
+    p.add_argument("--version", action="version", version=f"kdrsdl-stream {own}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_capture_parser, _worker_parser, _subscribe_parser, _keygen_parser, _run_parser, _evaluate_parser):
         add(sub)
@@ -250,10 +267,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return evaluate_main(args)
     try:
-        cfg = load(args.config, config_overrides(args))
+        cfg = load(args.config, config_overrides(args), RUN_DEFAULTS if args.command == "run" else None)
     except ConfigError as exc:
         print(f"kdrsdl: configuration error: {exc}", file=sys.stderr)
         return EX_CONFIG
+    source = cfg.capture.source
+    if args.command in ("capture", "run") and describe(source) == "file" and not os.path.exists(source):
+        # a camera or stream that drops is retried; a file that is not there will not appear
+        print(
+            f"kdrsdl: video file {source!r} does not exist "
+            "(a camera is its index, e.g. 0; a stream starts with rtsp:// or http(s)://)",
+            file=sys.stderr,
+        )
+        return EX_NOINPUT
 
     from streamer.lifecycle import install_stop_handlers, setup_logging
 
@@ -279,6 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from streamer.run import run_all
 
         return run_all(cfg, stop, log)
+    except ConfigError as exc:  # found only when used (an ipc directory that cannot be made)
+        print(f"kdrsdl: configuration error: {exc}", file=sys.stderr)
+        return EX_CONFIG
     except OSError as exc:  # e.g. an endpoint already in use, a port taken
         log.error("%s", exc)
         return 1

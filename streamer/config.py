@@ -5,10 +5,10 @@ A configuration error makes the CLI exit with status 78 (EX_CONFIG), which the
 systemd units do not restart on.
 """
 
+import tomllib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
-import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from core.streaming.params import BackgroundParams, knobs
@@ -137,7 +137,21 @@ def _one_line(exc: ValidationError) -> str:
     return f"{loc}: {msg}{more}"
 
 
-def load(path: str | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
+def _set(data: dict[str, Any], key: str, value: Any, path: str | None, only_if_absent: bool) -> None:
+    """Set ``data``'s dotted ``key`` to ``value`` (only where it is absent, if asked)."""
+    node = data
+    *parents, last = key.split(".")
+    for p in parents:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{path}: {p} must be a table")
+    if not only_if_absent or last not in node:
+        node[last] = value
+
+
+def load(
+    path: str | None = None, overrides: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None
+) -> Config:
     """Load a configuration file and apply overrides.
 
     Parameters
@@ -147,6 +161,10 @@ def load(path: str | None = None, overrides: Mapping[str, Any] | None = None) ->
     overrides : dict, optional
         ``{"section.key": value}`` (or ``{"camera": value}``) from command-line
         flags; None values are ignored.
+    defaults : dict, optional
+        ``{"section.key": value}`` that a subcommand uses instead of the schema's default: applied
+        only where neither the file nor ``overrides`` sets the key (``kdrsdl run`` stops after 300
+        frames unless told otherwise).
 
     Returns
     -------
@@ -168,15 +186,10 @@ def load(path: str | None = None, overrides: Mapping[str, Any] | None = None) ->
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     for key, value in (overrides or {}).items():
-        if value is None:
-            continue
-        node = data
-        *parents, last = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"{path}: {p} must be a table")
-        node[last] = value
+        if value is not None:
+            _set(data, key, value, path, only_if_absent=False)
+    for key, value in (defaults or {}).items():
+        _set(data, key, value, path, only_if_absent=True)
     try:
         cfg = Config.model_validate(data)
         cfg.model.params().validate()  # the model's own checks, so a worker never fails on a loaded config

@@ -199,4 +199,9 @@ def _run(
     if output:
         result["output"] = output
     print(json.dumps(result))
+    if output:
+        where = f"{summary['received']} masks in {output}/ (mask_*.png), contact sheet {output}/contact_sheet.png"
+    else:
+        where = "no masks written (add --output DIR to keep them)"
+    print(f"kdrsdl run: {where}; logs of the capture and the worker in {tmp}/", file=sys.stderr)
     return 0 if all(code == 0 for code in codes.values()) and not killed else 1

@@ -12,6 +12,7 @@ clean stop, and resumes from a valid checkpoint at start (:mod:`streamer.checkpo
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ import zmq
 
 from streamer import checkpoint, security
 from streamer.checkpointer import Checkpointer
+from streamer.config import ConfigError
 from streamer.intake import Intake
 from streamer.memory import release_freed_heap
 from streamer.metrics import WorkerMetrics, serve
@@ -81,8 +83,17 @@ class _Sockets:
             self.monitors = {
                 name: security.handshake_monitor(s) for name, s in (("frames", self.pull), ("masks", self.pub))
             }
-        self.pull.bind(w.frames_endpoint)
-        self.pub.bind(w.masks_endpoint)
+        for sock, endpoint in ((self.pull, w.frames_endpoint), (self.pub, w.masks_endpoint)):
+            if endpoint.startswith("ipc://"):  # its directory (e.g. /run/kdrsdl) is made if missing
+                directory = os.path.dirname(endpoint[len("ipc://") :]) or "."
+                try:
+                    os.makedirs(directory, exist_ok=True)
+                except OSError as exc:
+                    raise ConfigError(
+                        f"{endpoint}: cannot create its directory {directory}: {exc.strerror} "
+                        "(create it with write access for this user, or use a tcp:// endpoint)"
+                    ) from None
+            sock.bind(endpoint)
         curve = f" (CURVE, clients from {w.curve_authorized_keys})" if self.auth else ""
         log.info("listening on %s, publishing on %s%s", w.frames_endpoint, w.masks_endpoint, curve)
 

@@ -25,7 +25,13 @@ from core.streaming.samples import SampleParams, SampleSet
 from core.streaming.snapshot import ModelSnapshot
 from core.streaming.window import WindowSchedule
 
-__all__ = ["BackgroundParams", "FrameResult", "KDRSDLBackgroundSubtractor", "CHECKPOINT_VERSION"]
+__all__ = [
+    "BackgroundParams",
+    "FrameResult",
+    "KDRSDLBackgroundSubtractor",
+    "CHECKPOINT_VERSION",
+    "createBackgroundSubtractorKDRSDL",
+]
 
 #: Version of the :meth:`KDRSDLBackgroundSubtractor.checkpoint` layout.
 CHECKPOINT_VERSION = snapshot.VERSION
@@ -152,13 +158,15 @@ class KDRSDLBackgroundSubtractor:
 
         Parameters
         ----------
-        image : ndarray, shape (h, w), uint8 (0-255) or float (0-1)
-            Grayscale frame. A frame of another shape than the previous ones
-            resets the model.
+        image : ndarray, shape (h, w) or (h, w, 3), uint8 (0-255) or float (0-1)
+            Grayscale frame, or a BGR one (OpenCV's channel order), converted to gray as
+            ``cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)``. A frame of another size than the previous
+            ones resets the model.
         fgmask : ignored
             Present for OpenCV compatibility.
         learningRate : ignored
-            Present for OpenCV compatibility (the window sets the memory).
+            Present for OpenCV compatibility. The memory is the window (``window`` x
+            ``window_stride`` frames) and the samples' update period, not a rate per frame.
 
         Returns
         -------
@@ -168,7 +176,7 @@ class KDRSDLBackgroundSubtractor:
         Raises
         ------
         ValueError
-            If the frame is not 2-D, is empty or holds non-finite values.
+            If the frame is neither (h, w) nor (h, w, 3), is empty or holds non-finite values.
         """
         return self.process(image).fgmask
 
@@ -328,8 +336,10 @@ class KDRSDLBackgroundSubtractor:
     def _prepare(self, image: np.ndarray) -> np.ndarray:
         """The frame as float32 in [0, 1] at the processing resolution; a new shape resets the model."""
         a = np.asarray(image)
+        if a.ndim == 3 and a.shape[2] == 3 and 0 not in a.shape:  # BGR, as OpenCV's subtractors take
+            a = cv2.cvtColor(a if a.dtype in (np.uint8, np.float32) else a.astype(np.float32), cv2.COLOR_BGR2GRAY)
         if a.ndim != 2 or 0 in a.shape:
-            raise ValueError(f"frame must be a non-empty 2-D grayscale array, got shape {a.shape}")
+            raise ValueError(f"frame must be a non-empty (h, w) gray or (h, w, 3) BGR array, got shape {a.shape}")
         if a.dtype == np.uint8:
             x = np.multiply(a, np.float32(1 / 255), dtype=np.float32)  # one pass
         else:
@@ -433,3 +443,29 @@ class KDRSDLBackgroundSubtractor:
         self._state, self._sigma = state, sigma
         if state is not None and self.params.frame_model == "last":
             self._last_bg = last_background(state)
+
+
+def createBackgroundSubtractorKDRSDL(**knobs: Any) -> KDRSDLBackgroundSubtractor:
+    """A KDRSDL background subtractor, as ``cv2.createBackgroundSubtractorMOG2()`` makes MOG2's.
+
+    Unlike the class's own default, the window refits run on a thread (``async_refit=True``), so
+    that :meth:`KDRSDLBackgroundSubtractor.apply` never waits for one, as a live caller expects;
+    a frame's mask then depends on when the refit before it landed. The class's default (inline
+    refits) is for runs that must repeat exactly (``kdrsdl evaluate``, the tests).
+
+    Parameters
+    ----------
+    **knobs
+        Fields of :class:`BackgroundParams` (docs/algorithm.md, "The streaming model";
+        README, "Tuning").
+
+    Returns
+    -------
+    KDRSDLBackgroundSubtractor
+
+    Raises
+    ------
+    ValueError
+        If a knob is unknown or out of range (the message names it).
+    """
+    return KDRSDLBackgroundSubtractor(**{"async_refit": True, **knobs})

@@ -66,14 +66,33 @@ def test_shape_change_resets_and_bad_frames_raise():
         sub.apply(np.full((40, 60), 100, np.uint8))
     assert sub.apply(np.full((30, 50), 100, np.uint8)).shape == (30, 50)
     assert sub.n_frames == 1
-    with pytest.raises(ValueError, match="non-empty 2-D"):
-        sub.apply(np.zeros((4, 4, 3), np.uint8))
+    with pytest.raises(ValueError, match=r"non-empty \(h, w\) gray or \(h, w, 3\) BGR"):
+        sub.apply(np.zeros((4, 4, 4), np.uint8))
+    with pytest.raises(ValueError, match="non-empty"):
+        sub.apply(np.zeros((0, 4), np.uint8))
     with pytest.raises(ValueError, match="non-finite"):
         sub.apply(np.full((30, 50), np.nan, np.float32))
     with pytest.raises(ValueError, match=r"window must be an integer in \[2, 1000\], got 1"):
         KDRSDLBackgroundSubtractor(window=1)
     with pytest.raises(ValueError, match="unknown parameter 'windw'"):
         KDRSDLBackgroundSubtractor(windw=3)
+
+
+def test_one_import_a_factory_and_bgr_frames_as_opencv_takes_them():
+    import core
+
+    scene = SyntheticScene(60, 80, seed=2)
+    frames = [scene.frame_uint8(t) for t in range(60)]
+    sub = core.createBackgroundSubtractorKDRSDL(window=8)
+    assert isinstance(sub, core.KDRSDLBackgroundSubtractor) and sub.params.async_refit  # apply never waits
+    assert sub.params.window == 8 and not core.KDRSDLBackgroundSubtractor().params.async_refit
+    gray, bgr = core.KDRSDLBackgroundSubtractor(window=8), core.KDRSDLBackgroundSubtractor(window=8)
+    for f in frames:
+        colour = cv2.merge([f, f, f])  # a gray scene in BGR: cvtColor gives the same gray back
+        np.testing.assert_array_equal(gray.apply(f), bgr.apply(colour))
+    with pytest.raises(ValueError, match="unknown parameter"):
+        core.createBackgroundSubtractorKDRSDL(windw=3)
+    sub.close()
 
 
 def test_async_refit_matches_sync_quality():
@@ -96,6 +115,7 @@ def test_async_refit_matches_sync_quality():
     assert total.f_measure > 0.75
 
 
+@pytest.mark.shared_data
 def test_highway_beats_mog2_and_knn():
     # CDnet highway 320 x 240, frames 470-1700, CDnet scoring, OpenCV defaults with shadows off.
     # Measured: kdrsdl-stream 0.894, MOG2 0.811, KNN 0.831 (`kdrsdl evaluate` also runs both with

@@ -4,22 +4,20 @@ The full benchmark is tests/bench/bench_denoise.py; this is its fast check: 16 i
 crop around the eyes and nose, 30% and 60% noise.
 """
 
-import pathlib
 import warnings
 
 import cv2
 import numpy as np
 import pytest
+from conftest import YALE, need
 
 from core.evaluation.denoise import denoise_kdrsdl, denoise_rpca, kdrsdl_params, psnr, salt_and_pepper
 from core.solver import ConvergenceWarning
 
-YALE = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data" / "denoise" / "yaleB01"
-
 
 @pytest.fixture(scope="module")
 def faces():
-    files = sorted(YALE.glob("yaleB01_P00A*.pgm"))[:16]
+    files = sorted(need(YALE).glob("yaleB01_P00A*.pgm"))[:16]
     assert len(files) == 16, f"Yale-B images missing in {YALE}"
     X = np.stack([cv2.imread(str(f), cv2.IMREAD_GRAYSCALE) for f in files]).astype(np.float32) / 255
     return X[:, 60:124, 52:116]
@@ -42,6 +40,7 @@ def test_salt_and_pepper_density_and_psnr():
 
 
 @pytest.mark.parametrize("density, gain, over_rpca", [(0.3, 20.0, 10.0), (0.6, 15.0, 8.0)])
+@pytest.mark.shared_data
 def test_kdrsdl_removes_the_noise_and_beats_rpca(faces, density, gain, over_rpca):
     # Measured on this crop over seeds 1-3: 30% noise 10.4 -> 35.5-35.7 dB (RPCA 20.6-20.7);
     # 60% noise 7.4 -> 24.5-24.9 dB (RPCA 14.0-14.1). The bounds leave about 5 dB of margin at

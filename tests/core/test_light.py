@@ -3,7 +3,7 @@
 import cv2
 import numpy as np
 import pytest
-from conftest import HIGHWAY
+from conftest import HIGHWAY, need
 
 from core.evaluation.scene import SyntheticScene
 from core.solver.state import KDRSDLState
@@ -121,9 +121,9 @@ def test_a_sudden_dim_is_absorbed_at_once_and_reported():
     assert flooded[at + 5 : at + 40].mean() > 2 * false_fg[at + 5 : at + 40].mean()
 
 
+@pytest.mark.shared_data
 def test_real_highway_dimmed_to_60_percent_gives_the_gain():
-    if not HIGHWAY.exists():
-        pytest.skip(f"real data not found at {HIGHWAY} (it lives in ../shared/data beside the repo)")
+    need(HIGHWAY)
     read = lambda i: cv2.imread(str(HIGHWAY / "input" / f"in{i:06d}.jpg"), cv2.IMREAD_GRAYSCALE)  # noqa: E731
     bg = np.median(np.stack([read(i) for i in range(1, 400, 8)]), axis=0).astype(np.float32) / 255
     x = read(700).astype(np.float32) / 255

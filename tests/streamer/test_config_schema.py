@@ -42,3 +42,58 @@ def test_every_knob_has_a_worker_and_run_flag_that_sets_it():
     for f, _, _ in knobs():
         if f.name not in MODEL_KNOBS_NOT_CONFIGURED:
             assert "--" + f.name.replace("_", "-") in flags, f.name
+
+
+#: A file that sets, for each service subcommand, keys that a flag of that subcommand could also set.
+FILE_SETS = """
+camera = "cam7"
+[capture]
+source = "synthetic:64x48"
+fps = 10.0
+max_frames = 40
+loop = true
+[worker]
+metrics_port = 9911
+checkpoint_interval_s = 12.0
+[subscribe]
+count = 5
+output = "some/dir"
+[model]
+window = 12
+shadow = false
+"""
+
+
+@pytest.mark.parametrize("command", ["capture", "worker", "subscribe", "run"])
+def test_a_flag_not_given_never_overrides_the_file(tmp_path, command):
+    """Issue 25: only the flags the user typed override the file, for every subcommand."""
+    from streamer.cli import RUN_DEFAULTS, build_parser, config_overrides
+
+    path = tmp_path / "cam.toml"
+    path.write_text(FILE_SETS)
+    args = build_parser().parse_args([command, "--config", str(path)])
+    cfg = load(str(path), config_overrides(args), RUN_DEFAULTS if command == "run" else None)
+    assert cfg.model_dump() == load(str(path)).model_dump()
+    assert cfg.capture.fps == 10.0 and cfg.capture.max_frames == 40 and cfg.model.window == 12
+    # a flag given does override the file
+    flags = {"capture": ["--fps", "5"], "worker": ["--window", "9"], "subscribe": ["--count", "2"]}
+    flags["run"] = flags["capture"]
+    args = build_parser().parse_args([command, "--config", str(path), *flags[command]])
+    cfg = load(str(path), config_overrides(args), RUN_DEFAULTS if command == "run" else None)
+    assert (cfg.capture.fps, cfg.model.window, cfg.subscribe.count) == {
+        "capture": (5.0, 12, 5),
+        "worker": (10.0, 9, 5),
+        "subscribe": (10.0, 12, 2),
+        "run": (5.0, 12, 5),
+    }[command]
+
+
+def test_run_uses_its_own_defaults_only_where_the_file_is_silent(tmp_path):
+    from streamer.cli import RUN_DEFAULTS, build_parser, config_overrides
+
+    path = tmp_path / "quiet.toml"
+    path.write_text('[capture]\nsource = "synthetic"\n')
+    args = build_parser().parse_args(["run", "--config", str(path)])
+    cfg = load(str(path), config_overrides(args), RUN_DEFAULTS)
+    assert (cfg.capture.fps, cfg.capture.max_frames) == (30.0, 300)
+    assert load(str(path)).capture.max_frames == 0  # a capture alone runs until stopped

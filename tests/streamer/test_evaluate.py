@@ -8,7 +8,7 @@ import sys
 import cv2
 import numpy as np
 import pytest
-from conftest import HIGHWAY, need
+from conftest import CDNET, HIGHWAY, need
 
 from core.evaluation.metrics import cdnet_labels, confusion
 from core.evaluation.scene import SyntheticScene
@@ -183,6 +183,7 @@ def test_bad_input_is_a_one_line_error_naming_the_file(tree, tmp_path):
     assert proc.returncode == 2 and "unknown method(s) ['mog3']" in proc.stderr
 
 
+@pytest.mark.shared_data
 def test_highway_peers_agree_with_an_independent_scorer():
     """Issue 12's check: CDnet protocol on highway (warm-up from frame 1, 470-1700 scored), grayscale.
 
@@ -201,6 +202,7 @@ def test_highway_peers_agree_with_an_independent_scorer():
     assert ours["auc"] > 0.95
 
 
+@pytest.mark.shared_data
 def test_highway_subsense_agrees_with_an_independent_scorer():
     """SuBSENSE (pybgs) measured 0.949 by the independent scorer; we measure 0.949."""
     pytest.importorskip("pybgs", reason="pybgs is the optional extra: pip install '.[peers]'")
@@ -208,6 +210,7 @@ def test_highway_subsense_agrees_with_an_independent_scorer():
     assert res["sequences"]["baseline/highway"]["methods"]["subsense"]["f_measure"] == pytest.approx(0.949, abs=0.005)
 
 
+@pytest.mark.shared_data
 def test_paper_protocol_highway_row(tmp_path):
     """The paper's Highway experiment: KDRSDL AUC >= 0.94 with default parameters."""
     d = need(HIGHWAY)
@@ -223,6 +226,7 @@ def test_paper_protocol_highway_row(tmp_path):
     assert seq["methods"]["mog2"]["auc"] < kd["auc"]
 
 
+@pytest.mark.shared_data
 def test_paper_protocol_oracle_sweep(tmp_path):
     d = need(HIGHWAY)
     out = tmp_path / "sweep.json"
@@ -234,7 +238,6 @@ def test_paper_protocol_oracle_sweep(tmp_path):
     assert sweep["best_auc"] >= 0.95
 
 
-CDNET = HIGHWAY.parent.parent  # ../shared/data/cdnet2014
 #: The sequences the streaming model v2 was tuned and judged on (issue 13).
 FIVE = (
     "baseline/highway",
@@ -274,6 +277,7 @@ def five(cdnet):
 
 
 @pytest.mark.timeout(2400)
+@pytest.mark.shared_data
 def test_streaming_model_mean_reaches_subsense(five):
     """Issue 13: mean F over the five sequences at least SuBSENSE's.
 
@@ -288,6 +292,7 @@ def test_streaming_model_mean_reaches_subsense(five):
 
 
 @pytest.mark.timeout(2400)
+@pytest.mark.shared_data
 def test_streaming_model_beats_the_opencv_peers_on_every_sequence(five, cdnet):
     """Issues 13 and 23: F above MOG2+post, KNN+post and GSOC on every sequence, fall included.
 
@@ -308,6 +313,7 @@ SUBSENSE_DYNAMIC = 0.747
 
 
 @pytest.mark.timeout(2400)
+@pytest.mark.shared_data
 def test_streaming_model_holds_on_the_six_and_on_moving_backgrounds(cdnet):
     """Issue 23: mean F over the six sequences at least 0.86, and dynamicBackground's mean at
     least SuBSENSE's 0.747.

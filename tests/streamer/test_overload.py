@@ -38,6 +38,7 @@ RSS_BOUND_MIB = {"worker": 350, "capture": 200}
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.shared_data
 def test_source_2x_faster_than_the_worker_for_60_s():
     video = need(MOTORWAY)
     frames, masks, wport, cport = tcp(), tcp(), free_port(), free_port()

@@ -151,8 +151,42 @@ def test_bad_config_exits_78_naming_the_key(tmp_path):
     proc = kdrsdl("worker", "--config", tmp_path / "missing.toml")
     proc.wait(timeout=30)
     assert proc.returncode == 78
+    # issue 25: `run` validates the file's capture table too (its flags no longer hide it)
+    path.write_text("[capture]\nfps = -5.0\n")
+    proc = kdrsdl("run", "--config", path)
+    proc.wait(timeout=30)
+    rc, _, err = stop(proc)
+    assert rc == 78 and "capture.fps" in err and err.count("\n") == 1, err
 
 
+def test_a_first_run_says_what_is_wrong_and_where_things_went(tmp_path):
+    """Issue 25: a mistyped file fails at once (66); an ipc directory is made, or named (78)."""
+    for command in ("run", "capture"):
+        proc = kdrsdl(command, "--source", tmp_path / "nonexistent.avi")
+        proc.wait(timeout=30)
+        rc, _, err = stop(proc)
+        assert rc == 66 and f"video file '{tmp_path / 'nonexistent.avi'}' does not exist" in err, err
+        assert err.count("\n") == 1  # one line, no traceback
+    # the worker makes the directory of its ipc endpoints (the README's /run/kdrsdl/cam1-frames)
+    ipc = tmp_path / "run" / "kdrsdl"
+    port = free_port()
+    proc = start_worker(f"ipc://{ipc}/cam1-frames", f"ipc://{ipc}/cam1-masks", port)
+    wait_for(lambda: (ipc / "cam1-frames").exists() and scrape(port), 20, "the worker bound in a new directory")
+    rc, _, err = stop(proc)
+    assert rc == 0, err[-2000:]
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    proc = start_worker(f"ipc://{blocked}/sub/frames", tcp(), 0)
+    proc.wait(timeout=30)
+    rc, _, err = stop(proc)
+    assert rc == 78 and f"cannot create its directory {blocked}/sub" in err and "Traceback" not in err, err
+    proc = kdrsdl("--version")
+    proc.wait(timeout=30)
+    rc, out, _ = stop(proc)
+    assert rc == 0 and out.startswith("kdrsdl-stream ")
+
+
+@pytest.mark.shared_data
 def test_file_source_real_motorway_video_end_to_end(worker):
     video = need(MOTORWAY)
     frames, masks_ep, port, _ = worker
@@ -231,6 +265,8 @@ def test_run_command_first_look(tmp_path):
     assert summary["masks"] >= 100 and summary["exit_codes"] == {"capture": 0, "worker": 0}
     assert summary["f_measure"] is not None and summary["f_measure"] > 0.5
     assert (out / "contact_sheet.png").exists() and len(list(out.glob("mask_*.png"))) == summary["masks"]
+    # and it says where they went
+    assert f"{summary['masks']} masks in {out}/" in proc.stderr and f"{out}/contact_sheet.png" in proc.stderr
 
 
 def test_restarted_subscriber_misses_only_what_it_was_away_for(worker):
