@@ -77,7 +77,7 @@ def detect_light_change(
     bg: np.ndarray,
     half: np.ndarray | float,
     background: np.ndarray,
-    min_gain_change: float = 0.1,
+    min_gain_change: float = 0.05,
     step: int = 4,
 ) -> LightChange | None:
     """The change of light between a frame and its background, if there is one.

@@ -301,7 +301,7 @@ class BackgroundParams:
     # ------------------------------------------------------------------ light
     light_change: bool = knob(
         True,
-        "Recognise a change of light (x = gain * background + offset, |gain - 1| > 0.1, fitted on "
+        "Recognise a change of light (x = gain * background + offset, |gain - 1| > 0.05, fitted on "
         "the background) and map the model's memory to it at once instead of reporting it as "
         "motion (core.streaming.light).",
     )

@@ -51,7 +51,7 @@ def test_no_change_of_light_is_reported_without_one(scene):
     bg, x, background = background_and_frame(scene, 10, 1.0, 0.1)
     assert detect_light_change(x, bg, 0.03, background) is None
     # a gain change below min_gain_change
-    bg, x, background = background_and_frame(scene, 10, 0.93)
+    bg, x, background = background_and_frame(scene, 10, 0.97)
     assert detect_light_change(x, bg, 0.03, background) is None
     # too few background pixels to fit on
     assert detect_light_change(x, bg, 0.03, np.zeros(bg.shape, bool)) is None
