@@ -26,8 +26,8 @@ test: $(VENV)/.installed lint
 
 # Lint, format and types (pyproject.toml: [tool.ruff], [tool.mypy]); part of `make test`.
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check core streamer tests
-	$(VENV)/bin/ruff format --check core streamer tests
+	$(VENV)/bin/ruff check core streamer tests examples
+	$(VENV)/bin/ruff format --check core streamer tests examples
 	$(VENV)/bin/mypy
 
 bench: $(VENV)/.installed

@@ -93,8 +93,11 @@ class KDRSDLBackgroundSubtractor:
     every mask. Checkpoints (:meth:`checkpoint`, :meth:`restore`; the layout is
     :mod:`core.streaming.snapshot`) hold the solver state and each part's own state.
 
-    Until the first full window, the model is refitted cold at 2, 4, 8, ...
-    frames, so masks come from the second frame on (rough at first).
+    Until the first full window, the model is refitted cold at 2, 4, 8, ... window entries.
+    Until the first solution is installed, a frame is judged by the global threshold against the
+    plain mean of the window's entries so far (the first frame is its own background), so masks
+    come from the second frame that enters the window on (rough at first), even while the first
+    refit still runs on its thread.
 
     Parameters
     ----------
@@ -138,6 +141,7 @@ class KDRSDLBackgroundSubtractor:
         self._decider: PixelDecision | None = None  # per-pixel feedback state
         self._samples: SampleSet | None = None  # background samples
         self._last_bg: np.ndarray | None = None  # frame_model "last": M + the newest window frame's low-rank part
+        self._early_bg: np.ndarray | None = None  # before the first solution: the window's plain mean
         self._sync_refit: RefitReport | None = None  # report of an inline refit run after the last frame
 
     def _start(self, shape: tuple[int, int]) -> None:
@@ -296,7 +300,11 @@ class KDRSDLBackgroundSubtractor:
             self._install(refit)
         light = self._absorb_light(x)
         assert self._lam is not None
-        bg = self._background = frame_background(x, self._state, self.params, self._lam, self._last_bg)
+        if self._state is None:  # no solution yet (the first refit runs or is yet to come)
+            bg = self._early_bg if self._early_bg is not None else x
+        else:
+            bg = frame_background(x, self._state, self.params, self._lam, self._last_bg)
+        self._background = bg
         score: np.ndarray = cv2.absdiff(x, bg)  # |x - bg| in one pass
         raw, threshold = self._raw_mask(x, bg, score)
         p = self.params
@@ -395,6 +403,8 @@ class KDRSDLBackgroundSubtractor:
             learnt = np.where(under, w * bg + (1 - w) * x, x).astype(np.float32)
         self._sync_refit = None
         entered = self._window.push(learnt)
+        if entered and self._state is None:
+            self._early_bg = self._window.stack().mean(axis=0)
         self._maybe_refit(entered)
 
     def _maybe_refit(self, entered: bool) -> None:

@@ -29,7 +29,7 @@ def last_background(state: KDRSDLState) -> np.ndarray:
 
 
 def frame_background(
-    x: np.ndarray, state: KDRSDLState | None, p: BackgroundParams, lam: float, last: np.ndarray | None
+    x: np.ndarray, state: KDRSDLState, p: BackgroundParams, lam: float, last: np.ndarray | None
 ) -> np.ndarray:
     """The background of frame ``x``.
 
@@ -37,9 +37,8 @@ def frame_background(
     ----------
     x : ndarray, shape (m, n), float32
         The frame at the processing resolution, intensity in [0, 1].
-    state : KDRSDLState or None
-        The installed window solution (mean mode); None before the first refit, when the frame
-        is its own background (everything is background).
+    state : KDRSDLState
+        The installed window solution (mean mode).
     p : core.streaming.params.BackgroundParams
         ``frame_model``, ``frame_iters``, ``alpha``, ``global_offset``.
     lam : float
@@ -51,8 +50,6 @@ def frame_background(
     -------
     ndarray, shape (m, n), float32
     """
-    if state is None:
-        return x
     assert state.M is not None
     if p.frame_model == "mean":
         bg = state.M
