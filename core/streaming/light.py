@@ -7,9 +7,10 @@ drift, but a gain leaves dark and bright pixels off by different amounts, and a 
 then calls most of the frame foreground until its memory has turned over (a window spans 240
 frames). Instead, each frame:
 
-1. ``gain`` and ``offset`` are fitted by least squares on the pixels the previous mask called
-   background (one in each ``step`` x ``step`` block), twice: the second time without the
-   residuals above 3 robust sigmas (the objects the previous mask missed).
+1. When the mean brightness of the pixels the previous mask called background (about 2,000, one
+   in each ``step`` x ``step`` block) moved by more than half of ``min_gain_change`` (relative),
+   ``gain`` and ``offset`` are fitted by least squares on them, twice: the second time without
+   the residuals above 3 robust sigmas (the objects the previous mask missed).
 2. The fit is taken as a change of light when ``|gain - 1|`` exceeds ``min_gain_change`` and it
    explains the frame: on those pixels, the share outside their band falls at least two-fold
    under ``gain * bg + offset`` from what it is under ``bg`` plus the frame's median offset (what
@@ -33,6 +34,8 @@ from core.streaming.decision import MAD_TO_SIGMA
 
 #: Fewest background pixels (of the sampled ones) a fit is made on.
 MIN_PIXELS = 64
+#: About this many pixels are sampled for the fit, whatever the frame's size.
+SAMPLED_PIXELS = 2000
 
 
 @dataclass(frozen=True)
@@ -63,12 +66,17 @@ class LightChange:
 
 
 def _fit(x: np.ndarray, bg: np.ndarray) -> tuple[float, float]:
-    """Least-squares ``gain, offset`` of ``x ~ gain * bg + offset`` (1-D float arrays)."""
-    mb, mx = float(bg.mean()), float(x.mean())
-    var = float(np.mean((bg - mb) ** 2))
+    """Least-squares ``gain, offset`` of ``x ~ gain * bg + offset`` (1-D float arrays).
+
+    From the sums (four reductions, no temporaries): the moments of values in [0, 1] over a few
+    thousand pixels lose nothing that matters to the cancellation in ``E[b^2] - E[b]^2``.
+    """
+    n = x.size
+    mb, mx = float(bg.sum()) / n, float(x.sum()) / n
+    var = float(np.dot(bg, bg)) / n - mb * mb
     if var <= 1e-8:
         return 1.0, mx - mb
-    gain = float(np.mean((bg - mb) * (x - mx))) / var
+    gain = (float(np.dot(bg, x)) / n - mb * mx) / var
     return gain, mx - gain * mb
 
 
@@ -78,7 +86,7 @@ def detect_light_change(
     half: np.ndarray | float,
     background: np.ndarray,
     min_gain_change: float = 0.05,
-    step: int = 4,
+    step: int | None = None,
 ) -> LightChange | None:
     """The change of light between a frame and its background, if there is one.
 
@@ -95,23 +103,32 @@ def detect_light_change(
         Pixels the previous mask called background: the fit uses those only.
     min_gain_change : float
         Smallest ``|gain - 1|`` taken as a change of light.
-    step : int
-        One pixel in each ``step`` x ``step`` block is used (pixels).
+    step : int, optional
+        One pixel in each ``step`` x ``step`` block is used (pixels); default: the step that
+        samples about ``SAMPLED_PIXELS`` (6 at 320 x 240).
 
     Returns
     -------
     LightChange or None
-        None when the gain is within ``min_gain_change`` of 1, too few background pixels were
-        seen, or the fit does not halve the share of pixels outside their band.
+        None when the mean brightness of the background pixels moved by less than half of
+        ``min_gain_change`` (relative), the gain is within ``min_gain_change`` of 1, too few
+        background pixels were seen, or the fit does not halve the share of pixels outside their
+        band.
     """
+    if step is None:
+        step = max(1, int(np.sqrt(x.size / SAMPLED_PIXELS)))
     keep = background[::step, ::step]
     xs, bs = x[::step, ::step][keep], bg[::step, ::step][keep]
     if xs.size < MIN_PIXELS:
         return None
+    # most frames: the background's mean brightness is where it was (within half the smallest
+    # change), so there is nothing to fit; a change of contrast alone (gain about the mean) is
+    # thus left to the bands
+    mb = float(bs.sum()) / bs.size
+    if abs(float(xs.sum()) / xs.size - mb) <= min_gain_change / 2 * mb:
+        return None
     gain, offset = _fit(xs, bs)
-    if abs(gain - 1) <= min_gain_change / 2:
-        # most frames: the plain fit is near 1 (objects the mask missed pull it away from the
-        # change, not towards it), so the robust pass, three medians, is not needed
+    if abs(gain - 1) <= min_gain_change / 2:  # the plain fit near 1: the robust pass is not needed
         return None
     resid = xs - (gain * bs + offset)
     med = float(np.median(resid))
