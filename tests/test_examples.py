@@ -14,7 +14,7 @@ def test_masks_from_video_writes_a_mask_per_frame_that_finds_the_objects(tmp_pat
     scene = SyntheticScene(120, 160, seed=3)
     video = tmp_path / "scene.avi"
     writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 30, (160, 120))
-    n = 150
+    n = 300
     for t in range(n):
         writer.write(cv2.cvtColor(scene.frame_uint8(t), cv2.COLOR_GRAY2BGR))
     writer.release()
@@ -30,8 +30,14 @@ def test_masks_from_video_writes_a_mask_per_frame_that_finds_the_objects(tmp_pat
     assert proc.stdout.strip() == f"{n} masks in {out}"
     masks = sorted(out.glob("mask_*.png"))
     assert len(masks) == n
-    # the last frame's mask covers most of its objects and little else (refits are threaded,
-    # so the exact mask depends on timing: the bounds are loose; measured recall 0.9, 1% false)
-    last = cv2.imread(str(masks[-1]), cv2.IMREAD_GRAYSCALE) > 127
-    truth = scene.fgmask(n - 1)
-    assert np.mean(last[truth]) > 0.6 and np.mean(last[~truth]) < 0.1
+    # once the first window is full (240 frames), the masks cover most of the objects and little
+    # else; refits are threaded, so the exact masks depend on timing and the bounds are loose
+    # (measured over the last 40 frames: recall 0.99-1.0, 4-6% of the background flagged; the
+    # scene's periodic objects leave soft ghosts)
+    recall, false = [], []
+    for t in range(n - 40, n):
+        mask = cv2.imread(str(masks[t]), cv2.IMREAD_GRAYSCALE) > 127
+        truth = scene.fgmask(t)
+        recall.append(np.mean(mask[truth]))
+        false.append(np.mean(mask[~truth]))
+    assert np.mean(recall) > 0.8 and np.mean(false) < 0.12, (np.mean(recall), np.mean(false))

@@ -10,7 +10,7 @@ The parameter rule (:func:`kdrsdl_params`), one for every benchmark and noise le
 - ``alpha``: the paper's 1e-3 up to 30% noise, and 6e-3 above, where the paper uses 1e-2. At
   60% noise, alpha from 6e-3 to 8e-3 beats 1e-2 on both benchmarks in PSNR and in FSIM (Yale:
   28.45 dB / 0.900 at 6e-3 against 28.08 / 0.897; Facade: 24.65 / 0.924 against 24.60 / 0.912,
-  README, "Image denoising"); up to 30%, alpha from 5e-4 to 3e-3 moves PSNR by under 0.8 dB;
+  docs/results.md, "Image denoising"); up to 30%, alpha from 5e-4 to 3e-3 moves PSNR by under 0.8 dB;
 - ``rank = min(m, n) // 2``: the authors' ``min(m, n)`` leaves the dictionary room to fit
   the noise once half the pixels are corrupted (Yale at 60%, this rule's lam, alpha 1e-2: PSNR 21.7 dB at
   rank 168, 28.1 at 84; Facade: 24.6 at both), and costs about 4x the time;

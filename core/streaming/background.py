@@ -303,7 +303,9 @@ class KDRSDLBackgroundSubtractor:
         if self._state is None:  # no solution yet (the first refit runs or is yet to come)
             bg = self._early_bg if self._early_bg is not None else x
         else:
-            bg = frame_background(x, self._state, self.params, self._lam, self._last_bg)
+            d = self._decider
+            still = None if d is None else ~(d.prev_obj | d.dynamic)
+            bg = frame_background(x, self._state, self.params, self._lam, self._last_bg, still)
         self._background = bg
         score: np.ndarray = cv2.absdiff(x, bg)  # |x - bg| in one pass
         raw, threshold = self._raw_mask(x, bg, score)

@@ -21,6 +21,9 @@ from core.solver.products import sandwich
 from core.solver.state import KDRSDLState
 from core.streaming.params import BackgroundParams
 
+#: Fewest still sampled pixels the global offset is taken over (else it is taken over all).
+MIN_STILL = 64
+
 
 def last_background(state: KDRSDLState) -> np.ndarray:
     """``M + A R_N B^T`` of the newest frame of a mean-mode solution: (m, n) float32."""
@@ -29,7 +32,12 @@ def last_background(state: KDRSDLState) -> np.ndarray:
 
 
 def frame_background(
-    x: np.ndarray, state: KDRSDLState, p: BackgroundParams, lam: float, last: np.ndarray | None
+    x: np.ndarray,
+    state: KDRSDLState,
+    p: BackgroundParams,
+    lam: float,
+    last: np.ndarray | None,
+    still: np.ndarray | None = None,
 ) -> np.ndarray:
     """The background of frame ``x``.
 
@@ -45,6 +53,10 @@ def frame_background(
         The solver's regularisation weight (``"fit"``).
     last : ndarray, shape (m, n), or None
         :func:`last_background` of ``state`` (``"last"``).
+    still : ndarray, shape (m, n), bool, optional
+        The still background (the previous mask's background, less the dynamic pixels): the
+        global offset is the median over those, when at least ``MIN_STILL`` of the sampled
+        pixels are; else over every sampled pixel.
 
     Returns
     -------
@@ -70,5 +82,10 @@ def frame_background(
         )
         bg = sandwich(state.A, fit.R, state.B)[0] + state.M
     if p.global_offset:
-        bg = bg + np.float32(np.median(x[::4, ::4] - bg[::4, ::4]))
+        d = x[::4, ::4] - bg[::4, ::4]
+        if still is not None:
+            keep = still[::4, ::4]
+            if np.count_nonzero(keep) >= MIN_STILL:
+                d = d[keep]
+        bg = bg + np.float32(np.median(d))
     return bg

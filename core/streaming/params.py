@@ -117,7 +117,7 @@ class BackgroundParams:
     """Knobs of :class:`core.streaming.background.KDRSDLBackgroundSubtractor`.
 
     One default set for every scene: it is scored on the CDnet sequences of several categories
-    (README, "Mask quality"). The attributes, with their units and ranges, are listed below
+    (docs/results.md, "Against the field"). The attributes, with their units and ranges, are listed below
     (generated from the declarations).
     """
 
@@ -183,8 +183,9 @@ class BackgroundParams:
     global_offset: bool = knob(
         True,
         "Add the frame's median difference from the background to the background "
-        "before scoring: follows a global brightness change (clouds, auto-exposure) "
-        "between refits.",
+        "before scoring, taken over the still background (the previous mask's background less "
+        "the dynamic pixels, whose leaves or water would bias it): follows a global brightness "
+        "change (clouds, auto-exposure) between refits.",
     )
     processing_side: int = knob(
         PROCESSING_SIDE,
@@ -245,7 +246,12 @@ class BackgroundParams:
         0.06, "Smallest band half-width (0.06 = 15 gray levels).", "intensity in [0, 1]", 0, 1, high_open=True
     )
     tolerance: int = knob(
-        3, "Side of the neighbourhood whose band a pixel may match (absorbs jitter); 1 = none.", "pixels", 1, 51
+        1,
+        "Side of the neighbourhood whose band a pixel may match (absorbs jitter); 1 = none, the "
+        "default since the background samples let a dynamic pixel match its neighbours' samples.",
+        "pixels",
+        1,
+        51,
     )
     tolerance_blink: float = knob(
         0.5,

@@ -104,18 +104,17 @@ def dim_run(light_change, frames=240, at=200, gain=0.6):
 def test_a_sudden_dim_is_absorbed_at_once_and_reported():
     at = 200
     false_fg, lights = dim_run(True, at=at)
-    # the small synthetic scene's objects leave about 3% false foreground at their edges (the
-    # post-processing's closing) before any change: the change must add no more than 1% to that
+    # the small synthetic scene's periodic objects leave 3-6% false foreground at their edges and
+    # in their soft ghosts before any change: the change must add no more than 1% to that
     before = false_fg[at - 40 : at].max()
-    assert before < 0.05
+    assert before < 0.08
     # issue 23: settled within 5 frames of a sudden change
     assert false_fg[at + 5 :].max() < before + 0.01, false_fg[at:].round(3)
     reported = [t for t, c in enumerate(lights) if c is not None]
     assert reported and reported[0] in (at, at + 1) and all(t >= at for t in reported)
     assert lights[reported[0]].gain == pytest.approx(0.6, abs=0.03)
     # without the rule the same change floods the mask at once and leaves more false foreground
-    # for the next 40 frames (measured 0.156 then about 0.045, against 0.013 with it; the small
-    # scene's dim is mostly an offset, which global_offset already follows)
+    # for the next 40 frames (measured 0.15 throughout, against 0.013 with it)
     flooded, lights = dim_run(False, at=at)
     assert flooded[at] > 0.1 and all(c is None for c in lights)
     assert flooded[at + 5 : at + 40].mean() > 2 * false_fg[at + 5 : at + 40].mean()
