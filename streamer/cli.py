@@ -263,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"public key: {public}\nsecret key: {secret} (keep it private)")
         return 0
     if args.command == "evaluate":
-        from streamer.evaluate import main as evaluate_main
+        from streamer.evaluation.cli import main as evaluate_main
 
         return evaluate_main(args)
     try:

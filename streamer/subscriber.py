@@ -1,6 +1,6 @@
 """A mask subscriber: SUB on ``mask/<camera>/``, validated, gaps counted, PNGs optional.
 
-Any ZeroMQ SUB socket in any language can do the same (README, "Wire format").
+Any ZeroMQ SUB socket in any language can do the same (docs/design.md, "Wire format").
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ STOP_REFIT_WAIT_S = 2.0
 POLL_MS = 200
 #: Seconds between two trims of the freed heap (streamer.memory). A trim makes the next frame
 #: fault its buffers back in: at 1920x1080, trimming after every refit (each 1.3 s) took p99
-#: latency from 27 to 37-53 ms (README, "Pipeline").
+#: latency from 27 to 37-53 ms (docs/results.md, "Speed").
 TRIM_INTERVAL_S = 10.0
 
 

@@ -19,9 +19,9 @@ from tqdm import tqdm
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from core.evaluation.metrics import cdnet_average  # noqa: E402
 from core.streaming.background import BackgroundParams, KDRSDLBackgroundSubtractor  # noqa: E402
-from streamer.cdnet import find_sequences  # noqa: E402
-from streamer.evaluate import run_cdnet, scored_labels  # noqa: E402
-from streamer.peers import Subtractor  # noqa: E402
+from streamer.evaluation.cdnet import find_sequences  # noqa: E402
+from streamer.evaluation.peers import Subtractor  # noqa: E402
+from streamer.evaluation.protocols import run_cdnet, scored_labels  # noqa: E402
 
 #: name -> knobs changed from the defaults
 VARIANTS = {

@@ -23,8 +23,8 @@ from core.evaluation.metrics import cdnet_labels  # noqa: E402
 from core.solver.frame_fit import fit_cores  # noqa: E402
 from core.solver.products import sandwich  # noqa: E402
 from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
-from streamer.cdnet import find_sequences  # noqa: E402
-from streamer.evaluate import scored_labels  # noqa: E402
+from streamer.evaluation.cdnet import find_sequences  # noqa: E402
+from streamer.evaluation.protocols import scored_labels  # noqa: E402
 
 
 def main():

@@ -29,9 +29,9 @@ from tqdm import tqdm
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from core.evaluation.metrics import cdnet_labels  # noqa: E402
-from streamer import peers  # noqa: E402
-from streamer.cdnet import Sequence  # noqa: E402
-from streamer.evaluate import scored_labels  # noqa: E402
+from streamer.evaluation import peers  # noqa: E402
+from streamer.evaluation.cdnet import Sequence  # noqa: E402
+from streamer.evaluation.protocols import scored_labels  # noqa: E402
 
 CDNET = ROOT.parent / "shared" / "data" / "cdnet2014"
 SEQUENCES = ("baseline/highway", "baseline/office", "baseline/pedestrians")

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from core.evaluation.scene import SyntheticScene  # noqa: E402
 from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
-from streamer import peers  # noqa: E402
+from streamer.evaluation import peers  # noqa: E402
 
 HIGHWAY = ROOT.parent / "shared" / "data" / "cdnet2014" / "baseline" / "highway"
 PEERS = ("mog2", "knn", "gsoc", "subsense")

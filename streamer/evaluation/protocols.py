@@ -1,6 +1,6 @@
-"""``kdrsdl evaluate``: score background subtractors on one CDnet sequence or a whole CDnet tree.
+"""The protocols of ``kdrsdl evaluate``: run methods on CDnet sequences and score their masks.
 
-Protocols (docs: README "Evaluation"):
+Protocols (docs/evaluation.md, "Evaluation"):
 
 - ``cdnet`` (default): CDnet 2014's protocol (changedetection.net). Every method processes every
   frame from the first in ``input/`` (its warm-up) up to the last scored frame, in grayscale, one
@@ -15,11 +15,7 @@ Protocols (docs: README "Evaluation"):
   lambda sweep (20 values, ``2 * logspace(-1, -4, 20)``), best AUC and its lambda.
 """
 
-import argparse
-import json
-import os
 import pathlib
-import sys
 import time
 import warnings
 from typing import Any
@@ -33,8 +29,9 @@ from core.solver.kdrsdl import ConvergenceWarning, kdrsdl
 from core.solver.rpca import rpca_ialm
 from core.streaming.background import KDRSDLBackgroundSubtractor
 from core.streaming.params import BackgroundParams
-from streamer import peers
-from streamer.cdnet import DatasetError, Sequence, find_sequences
+from streamer.evaluation import peers
+from streamer.evaluation.cdnet import DatasetError, Sequence, find_sequences
+from streamer.evaluation.report import CONTACT_ROWS, sequence_figures, write_report
 
 PROTOCOLS = ("cdnet", "paper")
 PAPER_METHODS = ("kdrsdl", "kdrsdl-stream", "mog2", "knn", "rpca")
@@ -47,10 +44,8 @@ SWEEP = 2 * np.logspace(-1, -4, 20)
 BATCH_THRESHOLD = 0.08
 #: Metrics averaged per category and overall.
 AVERAGED = ("f_measure", "precision", "recall", "specificity", "fpr", "fnr", "pwc", "auc")
-#: Scored frames a report's contact sheet shows per sequence.
-CONTACT_ROWS = 4
 
-__all__ = ["DatasetError", "evaluate", "format_table", "main"]
+__all__ = ["DatasetError", "evaluate", "evaluate_cdnet", "evaluate_paper", "run_cdnet", "scored_labels"]
 
 
 def parse_frames(spec: str | None) -> tuple[int | None, int | None]:
@@ -75,7 +70,7 @@ def scored_labels(seq: Sequence, numbers: list[int], shape: tuple[int, ...]) -> 
 
     Parameters
     ----------
-    seq : streamer.cdnet.Sequence
+    seq : streamer.evaluation.cdnet.Sequence
     numbers : list of int
         Frame numbers (1-based).
     shape : (int, int)
@@ -115,7 +110,7 @@ def run_cdnet(
 
     Parameters
     ----------
-    sub : streamer.peers.Subtractor
+    sub : streamer.evaluation.peers.Subtractor
         A fresh instance of the method.
     X : ndarray, shape (T, h, w), uint8
         Every frame from ``first`` on, grayscale, decoded beforehand.
@@ -182,9 +177,9 @@ def evaluate_cdnet(
 
     Parameters
     ----------
-    seq : streamer.cdnet.Sequence
+    seq : streamer.evaluation.cdnet.Sequence
     methods : sequence of str
-        Names from :data:`streamer.peers.METHODS`.
+        Names from :data:`streamer.evaluation.peers.METHODS`.
     frames : (int or None, int or None)
         Sub-range of temporalROI to score (1-based, inclusive).
     report : pathlib.Path, optional
@@ -229,7 +224,7 @@ def evaluate_cdnet(
         with tqdm(total=len(X), desc=f"{seq.name} {name}", unit="frame", leave=False) as progress:
             entry["methods"][name], picked[name], hists[name] = run_cdnet(sub, X, first, scored, G, picks, progress)
     if report is not None:
-        _sequence_figures(report, seq, entry, hists, X, G, first, scored, picked)
+        sequence_figures(report, seq, entry, hists, X, G, first, scored, picked)
     return entry
 
 
@@ -406,157 +401,3 @@ def evaluate(
     if report is not None:
         write_report(report, result)
     return result
-
-
-# ----------------------------------------------------------------------------- output
-def _fmt(v, width=9, digits=3):
-    return f"{v:{width}.{digits}f}" if isinstance(v, float) else f"{'-':>{width}s}"
-
-
-def format_table(result: dict[str, Any]) -> str:
-    """The result as fixed-width text: a row per sequence and method, then CDnet's means."""
-    cols = ("f_measure", "precision", "recall", "pwc", "auc", "fps")
-    head = f"{'sequence':28s}{'method':14s}" + "".join(f"{c:>10s}" for c in cols)
-    lines = [f"{result['root']}  protocol={result['protocol']}", head]
-    for name, s in result["sequences"].items():
-        lines.append(
-            f"{name:28s}{'':14s}processed {s['frames_processed']} frames, scored {s['frames_scored']}"
-            + (f" ({s['note']})" if "note" in s else "")
-        )
-        for m, e in s["methods"].items():
-            if e["available"]:
-                digits = {"fps": 0, "pwc": 2}
-                lines.append(f"{'':28s}{m:14s}" + "".join(" " + _fmt(e.get(c), 9, digits.get(c, 3)) for c in cols))
-    lines.append("mean per category, then overall (CDnet: mean of the per-sequence metrics, then of the categories)")
-    for c, per in result["categories"].items():
-        for m, v in per.items():
-            lines.append(
-                f"{c:28s}{m:14s}" + "".join(" " + _fmt(v.get(k), 9, 2 if k == "pwc" else 3) for k in cols[:-1])
-            )
-    for m, v in result["overall"].items():
-        if v["n_categories"]:
-            lines.append(
-                f"{'overall':28s}{m:14s}" + "".join(" " + _fmt(v.get(k), 9, 2 if k == "pwc" else 3) for k in cols[:-1])
-            )
-    for m, why in result["unavailable"].items():
-        lines.append(f"{m}: unavailable: {why}")
-    return "\n".join(lines)
-
-
-def f_measure_matrix(result: dict[str, Any], key: str = "f_measure") -> str:
-    """A Markdown table: a row per sequence, a column per method, then the category and overall means."""
-    methods = [m for m in result["methods"] if m not in result["unavailable"]]
-    lines = ["| sequence | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
-
-    def row(label, values):
-        best = max((v for v in values if v is not None), default=None)
-        cells = ["-" if v is None else (f"**{v:.3f}**" if v == best else f"{v:.3f}") for v in values]
-        return f"| {label} | " + " | ".join(cells) + " |"
-
-    for name, s in result["sequences"].items():
-        lines.append(row(name, [s["methods"].get(m, {}).get(key) for m in methods]))
-    for c, per in result["categories"].items():
-        lines.append(row(f"mean of {c}", [per.get(m, {}).get(key) for m in methods]))
-    lines.append(row("**overall (CDnet mean)**", [result["overall"][m].get(key) for m in methods]))
-    return "\n".join(lines)
-
-
-def _sequence_figures(directory, seq, entry, hists, X, G, first, scored, picked) -> None:
-    """ROC / precision-recall figure and contact sheet of one sequence, in ``directory``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    stem = seq.name.replace("/", "_")
-    directory.mkdir(parents=True, exist_ok=True)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
-    for name, e in entry["methods"].items():
-        if not e["available"]:
-            continue
-        if hists.get(name) is not None:
-            fpr, tpr = hists[name].roc_curve()
-            ax1.plot(fpr, tpr, label=f"{name} (AUC {e['auc']:.3f})")
-            n_pos, n_neg = hists[name].positive.sum(), hists[name].negative.sum()
-            tp, fp = tpr[1:] * n_pos, fpr[1:] * n_neg
-            ax2.plot(tpr[1:], tp / np.maximum(tp + fp, 1), label=name)
-        else:
-            ax1.plot([e["fpr"] or 0], [e["recall"] or 0], "o", label=name)
-            ax2.plot([e["recall"] or 0], [e["precision"] or 0], "o", label=name)
-    ax1.set(xlabel="false positive rate", ylabel="true positive rate", title=f"{seq.name}: ROC", xlim=(0, 0.1))
-    ax2.set(xlabel="recall", ylabel="precision", title="precision-recall (points: binary masks)")
-    ax1.legend(fontsize=7)
-    ax2.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(directory / f"{stem}_curves.png", dpi=90)
-    plt.close(fig)
-    names = [n for n in entry["methods"] if entry["methods"][n]["available"]]
-    h, w = X.shape[1:]
-    scale = min(1.0, 160 / h)
-    size = (max(1, int(w * scale)), max(1, int(h * scale)))
-
-    def tile(img, label=None):
-        t = cv2.resize(img, size, interpolation=cv2.INTER_AREA)
-        if label:
-            cv2.putText(t, label, (3, 14), cv2.FONT_HERSHEY_SIMPLEX, 0.45, 255, 1, cv2.LINE_AA)
-        return t
-
-    rows = []
-    index = {i: k for k, i in enumerate(scored)}
-    for i in sorted(picked[names[0]]) if names else []:
-        g = G[index[i]]
-        gt = np.where(g == 255, 255, np.where((g == 0) | (g == 50), 0, 128)).astype(np.uint8)
-        cells = [tile(X[i - first], f"frame {i}"), tile(gt, "ground truth")]
-        cells += [tile(picked[n][i].astype(np.uint8) * 255, n) for n in names]
-        rows.append(np.hstack(cells))
-    if rows:
-        cv2.imwrite(str(directory / f"{stem}_contact_sheet.png"), np.vstack(rows))
-
-
-def write_report(directory: str | pathlib.Path, result: dict[str, Any]) -> None:
-    """``report.md``: the F-measure matrix, every sequence's rows, curves and contact sheet."""
-    d = pathlib.Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    lines = [f"# Evaluation: {result['root']}", "", f"Protocol `{result['protocol']}`.", ""]
-    if result["protocol"] == "cdnet":
-        lines += ["## F-measure", "", f_measure_matrix(result), ""]
-    lines += ["## Every figure", "", "```", format_table(result), "```", ""]
-    for name in result["sequences"]:
-        stem = name.replace("/", "_")
-        if (d / f"{stem}_curves.png").is_file():
-            lines += [
-                f"## {name}",
-                "",
-                f"![{name}: ROC and precision-recall]({stem}_curves.png)",
-                "",
-                "Contact sheet, one row per sampled scored frame: input | ground truth (gray = not scored) | "
-                "each method's mask",
-                "",
-                f"![{name}: contact sheet]({stem}_contact_sheet.png)",
-                "",
-            ]
-    (d / "report.md").write_text("\n".join(lines))
-
-
-def main(args: argparse.Namespace) -> int:
-    """CLI body: returns the exit status (2 for a dataset or argument error)."""
-    try:
-        methods = [m.strip() for m in args.methods.split(",")] if args.methods else None
-        model = None
-        if getattr(args, "config", None):
-            from streamer.config import ConfigError, load
-
-            try:
-                model = load(args.config).model.params()
-            except ConfigError as exc:
-                raise ValueError(f"configuration error: {exc}") from None
-        result = evaluate(args.dataset, args.protocol, methods, args.frames, args.sweep, args.report, model)
-    except (DatasetError, ValueError) as exc:
-        print(f"kdrsdl evaluate: {exc}", file=sys.stderr)
-        return 2
-    print(format_table(result))
-    if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2, default=float)
-    return 0
