@@ -7,6 +7,9 @@ from typing import Any
 import cv2
 import numpy as np
 
+from core.evaluation.metrics import ScoreHistogram
+from streamer.evaluation.cdnet import Sequence
+
 #: Scored frames a report's contact sheet shows per sequence.
 CONTACT_ROWS = 4
 
@@ -63,8 +66,39 @@ def f_measure_matrix(result: dict[str, Any], key: str = "f_measure") -> str:
     return "\n".join(lines)
 
 
-def sequence_figures(directory, seq, entry, hists, X, G, first, scored, picked) -> None:
-    """ROC / precision-recall figure and contact sheet of one sequence, in ``directory``."""
+def sequence_figures(
+    directory: pathlib.Path,
+    seq: Sequence,
+    entry: dict[str, Any],
+    hists: dict[str, ScoreHistogram | None],
+    X: np.ndarray,
+    G: np.ndarray,
+    first: int,
+    scored: list[int],
+    picked: dict[str, dict[int, np.ndarray]],
+) -> None:
+    """ROC / precision-recall figure and contact sheet of one sequence, in ``directory``.
+
+    Parameters
+    ----------
+    directory : pathlib.Path
+        Where ``<category>_<sequence>_curves.png`` and ``..._contact_sheet.png`` go (made if absent).
+    seq : streamer.evaluation.cdnet.Sequence
+    entry : dict
+        The sequence's entry of the result (per-method metrics, ``available``, ``auc``).
+    hists : dict of str to ScoreHistogram or None
+        Each method's score histogram (None for a mask-only method: a point, not a curve).
+    X : ndarray, shape (n_frames, h, w), uint8
+        The processed frames, from input frame ``first`` on.
+    G : ndarray, shape (n_scored, h, w), uint8
+        The ground truth of the scored frames (CDnet labels).
+    first : int
+        Number of ``X[0]`` (1-based, CDnet's numbering).
+    scored : list of int
+        Numbers of the scored frames, in the order of ``G``.
+    picked : dict of str to dict of int to ndarray
+        Each method's masks (h, w) bool of the frames the contact sheet shows, by frame number.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -76,10 +110,11 @@ def sequence_figures(directory, seq, entry, hists, X, G, first, scored, picked) 
     for name, e in entry["methods"].items():
         if not e["available"]:
             continue
-        if hists.get(name) is not None:
-            fpr, tpr = hists[name].roc_curve()
+        hist = hists.get(name)
+        if hist is not None:
+            fpr, tpr = hist.roc_curve()
             ax1.plot(fpr, tpr, label=f"{name} (AUC {e['auc']:.3f})")
-            n_pos, n_neg = hists[name].positive.sum(), hists[name].negative.sum()
+            n_pos, n_neg = hist.positive.sum(), hist.negative.sum()
             tp, fp = tpr[1:] * n_pos, fpr[1:] * n_neg
             ax2.plot(tpr[1:], tp / np.maximum(tp + fp, 1), label=name)
         else:
