@@ -23,6 +23,7 @@ CAPTURE_KEYS = {
     "source": "capture.source",
     "frames_endpoint": "capture.frames_endpoint",
     "metrics_port": "capture.metrics_port",
+    "metrics_address": "capture.metrics_address",
     "fps": "capture.fps",
     "width": "capture.width",
     "height": "capture.height",
@@ -35,6 +36,7 @@ WORKER_KEYS = {
     "frames_endpoint": "worker.frames_endpoint",
     "masks_endpoint": "worker.masks_endpoint",
     "metrics_port": "worker.metrics_port",
+    "metrics_address": "worker.metrics_address",
     "snapshot": "worker.snapshot",
     "state_dir": "worker.state_dir",
     "checkpoint_interval": "worker.checkpoint_interval_s",
@@ -85,7 +87,12 @@ def model_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _common(sp) -> None:
-    """--config and --camera."""
+    """--config, --camera and --log-level."""
+    sp.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help="the lowest level of the log lines on stderr (default: the file's log_level, else info)",
+    )
     sp.add_argument(
         "--config", metavar="FILE", help="TOML configuration file; the flags given override it, no other flag does"
     )
@@ -117,7 +124,8 @@ def _capture_parser(sub) -> None:
         help="camera index (0), rtsp:// or http(s):// URL, video file, or 'synthetic[:WxH]' (default synthetic)",
     )
     c.add_argument("--frames-endpoint", metavar="EP", help="ZeroMQ endpoint the worker binds (connect)")
-    c.add_argument("--metrics-port", type=int, metavar="P", help="Prometheus /metrics port on 127.0.0.1 (0 = off)")
+    c.add_argument("--metrics-port", type=int, metavar="P", help="Prometheus /metrics and /healthz port (0 = off)")
+    c.add_argument("--metrics-address", metavar="ADDR", help="address the metrics port listens on (default 127.0.0.1)")
     c.add_argument("--fps", type=float, metavar="F", help="frame-rate limit, frames per second (0 = none)")
     c.add_argument("--width", type=int, metavar="W", help="resize to W pixels wide (with --height)")
     c.add_argument("--height", type=int, metavar="H", help="resize to H pixels high (with --width)")
@@ -133,7 +141,8 @@ def _worker_parser(sub) -> None:
     _common(w)
     w.add_argument("--frames-endpoint", metavar="EP", help="ZeroMQ endpoint to bind for frames (PULL)")
     w.add_argument("--masks-endpoint", metavar="EP", help="ZeroMQ endpoint to bind for masks (PUB)")
-    w.add_argument("--metrics-port", type=int, metavar="P", help="Prometheus /metrics port on 127.0.0.1 (0 = off)")
+    w.add_argument("--metrics-port", type=int, metavar="P", help="Prometheus /metrics and /healthz port (0 = off)")
+    w.add_argument("--metrics-address", metavar="ADDR", help="address the metrics port listens on (default 127.0.0.1)")
     model_flags(w)
     w.add_argument(
         "--snapshot", metavar="PNG", help="write frame | background | score | mask of the last frame at stop"
@@ -250,6 +259,7 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     keys = {"capture": CAPTURE_KEYS, "worker": WORKER_KEYS, "subscribe": SUBSCRIBE_KEYS, "run": RUN_KEYS}[args.command]
     overrides = {key: getattr(args, dest) for dest, key in keys.items()}
     overrides["camera"] = args.camera
+    overrides["log_level"] = args.log_level
     return overrides
 
 
@@ -284,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from streamer.lifecycle import install_stop_handlers, setup_logging
 
     stop = install_stop_handlers()
-    log = setup_logging(args.command, cfg.camera)
+    log = setup_logging(args.command, cfg.camera, cfg.log_level)
     try:
         if args.command == "capture":
             from streamer.capture import run_capture

@@ -118,6 +118,9 @@ class SubscribeConfig(_CurveClient):
 
 class Config(_Strict):
     camera: str = "default"
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="the lowest level of the log lines on stderr"
+    )
     capture: CaptureConfig = CaptureConfig()
     worker: WorkerConfig = WorkerConfig()
     model: ModelConfig = ModelConfig()

@@ -19,9 +19,19 @@ def install_stop_handlers() -> threading.Event:
     return stop
 
 
-def setup_logging(role: str, camera: str) -> logging.Logger:
-    """Log lines ``<level> <role>[<camera>] <message>`` to stderr."""
+def setup_logging(role: str, camera: str, level: str = "info") -> logging.Logger:
+    """Log lines ``<level> <role>[<camera>] <message>`` to stderr, from ``level`` up.
+
+    Parameters
+    ----------
+    role, camera : str
+        Shown in every line.
+    level : {"debug", "info", "warning", "error"}
+        The lowest level logged (configuration ``log_level``, flag ``--log-level``).
+    """
     logging.basicConfig(
-        stream=sys.stderr, level=logging.INFO, format=f"%(asctime)s %(levelname)s {role}[{camera}] %(message)s"
+        stream=sys.stderr,
+        level=getattr(logging, level.upper()),
+        format=f"%(asctime)s %(levelname)s {role}[{camera}] %(message)s",
     )
     return logging.getLogger(f"kdrsdl.{role}")

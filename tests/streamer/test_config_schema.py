@@ -97,3 +97,18 @@ def test_run_uses_its_own_defaults_only_where_the_file_is_silent(tmp_path):
     cfg = load(str(path), config_overrides(args), RUN_DEFAULTS)
     assert (cfg.capture.fps, cfg.capture.max_frames) == (30.0, 300)
     assert load(str(path)).capture.max_frames == 0  # a capture alone runs until stopped
+
+
+def test_log_level_from_the_file_and_the_flag(tmp_path):
+    from streamer.cli import build_parser, config_overrides
+
+    path = tmp_path / "c.toml"
+    path.write_text('log_level = "warning"\n')
+    for command in ("capture", "worker", "subscribe", "run"):
+        args = build_parser().parse_args([command, "--config", str(path)])
+        assert load(str(path), config_overrides(args)).log_level == "warning"
+        args = build_parser().parse_args([command, "--config", str(path), "--log-level", "debug"])
+        assert load(str(path), config_overrides(args)).log_level == "debug"
+    path.write_text('log_level = "loud"\n')
+    with pytest.raises(ConfigError, match="log_level"):
+        load(str(path))

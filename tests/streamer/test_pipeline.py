@@ -346,3 +346,27 @@ def test_a_change_of_light_is_reported_in_the_header_and_counted(worker):
     assert metric(s, "kdrsdl_light_changes_total", camera="cam1") == len(lights)
     push.close()
     sub.close()
+
+
+def test_log_level_and_metrics_address_flags(tmp_path):
+    """Issue 27 (part): --log-level on every subcommand, --metrics-address beside --metrics-port."""
+    import urllib.request
+
+    port = free_port()
+    proc = start_worker(tcp(), tcp(), port, "--log-level", "warning", "--metrics-address", "127.0.0.2")
+
+    def up():
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.2:{port}/metrics", timeout=2).read()
+        except OSError:
+            return None
+
+    assert b"kdrsdl_worker_frames_received_total" in wait_for(up, 20, "the worker's /metrics on 127.0.0.2")
+    assert scrape(port) is None  # not on 127.0.0.1: it listens where it was told
+    rc, _, err = stop(proc)
+    assert rc == 0, err[-2000:]
+    assert "INFO" not in err and "listening on" not in err  # the info lines are below the level
+    proc = start_worker(tcp(), tcp(), 0, "--log-level", "debug")
+    time.sleep(1.0)
+    rc, _, err = stop(proc)
+    assert rc == 0 and "INFO worker[cam1] listening on" in err, err[-2000:]
