@@ -2,9 +2,13 @@
 
 Unknown keys and out-of-range values are errors that name the key (pydantic).
 A configuration error makes the CLI exit with status 78 (EX_CONFIG), which the
-systemd units do not restart on.
+systemd units do not restart on. ``${NAME}`` in a string value of the file is the
+environment variable NAME (a secret such as an RTSP password stays out of the file);
+an unset one is a configuration error naming it.
 """
 
+import os
+import re
 import tomllib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Optional
@@ -140,6 +144,35 @@ def _one_line(exc: ValidationError) -> str:
     return f"{loc}: {msg}{more}"
 
 
+#: ``${NAME}`` in a string value of the file: the environment variable NAME.
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _substitute(node: Any, path: str | None, key: str) -> Any:
+    """``node`` with every ``${NAME}`` in its strings replaced by the environment's NAME.
+
+    Raises
+    ------
+    ConfigError
+        If a variable is not set (the message names it and the key), so that a secret kept out of
+        the file (an RTSP password) is never silently empty.
+    """
+    if isinstance(node, dict):
+        return {k: _substitute(v, path, f"{key}.{k}" if key else k) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_substitute(v, path, key) for v in node]
+    if isinstance(node, str):
+
+        def value(m: re.Match) -> str:
+            name = m.group(1)
+            if name not in os.environ:
+                raise ConfigError(f"{path}: {key}: environment variable {name} is not set")
+            return os.environ[name]
+
+        return _ENV.sub(value, node)
+    return node
+
+
 def _set(data: dict[str, Any], key: str, value: Any, path: str | None, only_if_absent: bool) -> None:
     """Set ``data``'s dotted ``key`` to ``value`` (only where it is absent, if asked)."""
     node = data
@@ -188,6 +221,7 @@ def load(
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        data = _substitute(data, path, "")
     for key, value in (overrides or {}).items():
         if value is not None:
             _set(data, key, value, path, only_if_absent=False)

@@ -112,3 +112,15 @@ def test_log_level_from_the_file_and_the_flag(tmp_path):
     path.write_text('log_level = "loud"\n')
     with pytest.raises(ConfigError, match="log_level"):
         load(str(path))
+
+
+def test_environment_variables_in_string_values(tmp_path, monkeypatch):
+    """Issue 27 (part): RTSP credentials from the environment, an unset one named (exit 78)."""
+    path = tmp_path / "cam.toml"
+    path.write_text('[capture]\nsource = "rtsp://${CAM_USER}:${CAM_PASSWORD}@192.0.2.10:554/stream1"\n')
+    monkeypatch.setenv("CAM_USER", "viewer")
+    monkeypatch.setenv("CAM_PASSWORD", "s3cret$x")  # substituted once: a $ in the value stays as is
+    assert load(str(path)).capture.source == "rtsp://viewer:s3cret$x@192.0.2.10:554/stream1"
+    monkeypatch.delenv("CAM_PASSWORD")
+    with pytest.raises(ConfigError, match="capture.source: environment variable CAM_PASSWORD is not set"):
+        load(str(path))
