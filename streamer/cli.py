@@ -47,6 +47,7 @@ SUBSCRIBE_KEYS = {
     "masks_endpoint": "subscribe.masks_endpoint",
     "output": "subscribe.output",
     "count": "subscribe.count",
+    "keep": "subscribe.keep",
     "curve_secret_key": "subscribe.curve_secret_key",
     "curve_server_key": "subscribe.curve_server_key",
 }
@@ -173,6 +174,7 @@ def _subscribe_parser(sub) -> None:
     s.add_argument("--masks-endpoint", metavar="EP", help="ZeroMQ endpoint the worker publishes on")
     s.add_argument("--output", metavar="DIR", help="write each mask as a PNG into DIR")
     s.add_argument("--count", type=int, metavar="N", help="stop after N masks (0 = never)")
+    s.add_argument("--keep", type=int, metavar="N", help="keep the newest N PNGs in --output (default 1000, 0 = all)")
     _curve_client(s)
 
 

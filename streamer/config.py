@@ -118,6 +118,7 @@ class SubscribeConfig(_CurveClient):
     masks_endpoint: str = "ipc:///tmp/kdrsdl-masks-default"
     output: Optional[str] = None
     count: int = Field(0, ge=0)
+    keep: int = Field(1000, ge=0, description="PNGs kept in output (the newest); 0 = every one")
 
 
 class Config(_Strict):

@@ -200,7 +200,9 @@ def _run(
         result["output"] = output
     print(json.dumps(result))
     if output:
-        where = f"{summary['received']} masks in {output}/ (mask_*.png), contact sheet {output}/contact_sheet.png"
+        n, keep = summary["received"], cfg.subscribe.keep
+        masks = f"the newest {keep} of {n} masks" if keep and n > keep else f"{n} masks"
+        where = f"{masks} in {output}/ (mask_*.png), contact sheet {output}/contact_sheet.png"
     else:
         where = "no masks written (add --output DIR to keep them)"
     print(f"kdrsdl run: {where}; logs of the capture and the worker in {tmp}/", file=sys.stderr)

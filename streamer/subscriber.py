@@ -5,6 +5,7 @@ Any ZeroMQ SUB socket in any language can do the same (docs/design.md, "Wire for
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
@@ -33,8 +34,9 @@ def run_subscriber(
     """Receive masks until ``stop`` is set or ``count`` masks arrived.
 
     Prints one JSON line per mask on ``out`` (``seq``, ``frame_seq``,
-    ``fg_ratio``, ``latency_s``, ``solver``...). With ``output`` set, writes
-    ``mask_<frame_epoch>_<frame_seq>.png`` there.
+    ``fg_ratio``, ``latency_s``, ``solver``, ``light_change``...). With ``output`` set, writes
+    ``mask_<frame_epoch>_<frame_seq>.png`` there, and keeps only the newest ``keep`` of the files
+    it wrote (1000 by default: at 30 fps a day would otherwise leave 2.6 million files).
 
     Parameters
     ----------
@@ -54,6 +56,7 @@ def run_subscriber(
     sock = _socket(s, cfg.camera)
     if s.output:
         os.makedirs(s.output, exist_ok=True)
+    written: collections.deque[str] = collections.deque()
     tracker = SequenceTracker()
     received = gaps = rejected = 0
     first = True
@@ -74,7 +77,9 @@ def run_subscriber(
             first = False
             received += 1
             if s.output:
-                _write_png(s.output, msg)
+                written.append(_write_png(s.output, msg))
+                while s.keep and len(written) > s.keep:
+                    _remove(written.popleft(), log)
             if on_mask is not None:
                 on_mask(msg)
             else:
@@ -85,7 +90,7 @@ def run_subscriber(
 
 
 #: The header fields printed per mask.
-PRINTED = ("camera", "epoch", "seq", "frame_seq", "frame_index", "fg_ratio", "latency_s", "solver")
+PRINTED = ("camera", "epoch", "seq", "frame_seq", "frame_index", "fg_ratio", "latency_s", "solver", "light_change")
 
 
 def _socket(s, camera):
@@ -101,7 +106,20 @@ def _socket(s, camera):
     return sock
 
 
-def _write_png(directory, msg) -> None:
+def _write_png(directory, msg) -> str:
+    """Write the mask as ``mask_<frame_epoch>_<frame_seq>.png`` in ``directory``; its path."""
     h = msg.header
     name = f"mask_{h.get('frame_epoch', 'x')}_{h.get('frame_seq', h['seq']):06d}.png"
-    cv2.imwrite(os.path.join(directory, name), msg.image)
+    path = os.path.join(directory, name)
+    cv2.imwrite(path, msg.image)
+    return path
+
+
+def _remove(path: str, log: logging.Logger) -> None:
+    """Delete an old mask file; one already gone (an operator's cleanup) is not an error."""
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("could not remove %s: %s", path, exc)

@@ -370,3 +370,22 @@ def test_log_level_and_metrics_address_flags(tmp_path):
     time.sleep(1.0)
     rc, _, err = stop(proc)
     assert rc == 0 and "INFO worker[cam1] listening on" in err, err[-2000:]
+
+
+def test_subscribe_output_keeps_the_newest_files(worker, tmp_path):
+    """Issue 27 (part): `subscribe --output` keeps the newest --keep PNGs, not every mask forever."""
+    frames, masks_ep, _, _ = worker
+    out = tmp_path / "masks"
+    sub = kdrsdl("subscribe", "--camera", "cam1", "--masks-endpoint", masks_ep, "--output", out, "--keep", 5,
+                 "--count", 20)  # fmt: skip
+    time.sleep(1.0)  # the subscription is up before the first mask
+    cap = start_capture(frames, "synthetic:64x48", "--fps", 30, "--max-frames", 60)
+    sub.wait(timeout=60)
+    rc, printed, err = stop(sub)
+    stop(cap)
+    assert rc == 0, err[-2000:]
+    lines = [json.loads(line) for line in printed.splitlines()]
+    assert len(lines) == 20 and all("light_change" in h for h in lines)
+    files = sorted(p.name for p in out.glob("mask_*.png"))
+    want = sorted(f"{h['frame_seq']:06d}.png" for h in lines[-5:])
+    assert len(files) == 5 and sorted(f[-10:] for f in files) == want, (files, want)
