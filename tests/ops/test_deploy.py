@@ -1,6 +1,9 @@
 """Kubernetes manifests validate against the schemas; the Dockerfile installs as docs/operations.md says."""
 
+import os
 import re
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 
@@ -25,6 +28,28 @@ def test_dockerfile_runs_the_documented_install_step():
     readme = (ROOT / "docs" / "operations.md").read_text()
     runs = re.findall(r"^RUN (.+)$", docker, re.M)
     assert runs and all(cmd.replace("--no-cache-dir ", "") in readme for cmd in runs), runs
+
+
+def test_dockerfile_has_a_healthcheck_on_healthz_and_exposes_its_ports():
+    """Issue 27 (part): the image checks /healthz itself, with the port the container sets."""
+    docker = (ROOT / "deploy" / "Dockerfile").read_text()
+    check = re.search(r"^HEALTHCHECK .*\\\n\s+CMD (.+)$", docker, re.M)
+    assert check and "/healthz" in check.group(1) and "KDRSDL_HEALTH_PORT" in check.group(1)
+    assert re.search(r"^EXPOSE 9101 9102 5560$", docker, re.M)
+    # the command it runs is valid Python that reaches a real /healthz
+    from streamer import metrics
+
+    port = free_port()
+    server = metrics.serve(port, "worker", "docker-health")
+    try:
+        cmd = re.search(r'python3 -c "(.+)"', check.group(1)).group(1)
+        proc = subprocess.run(
+            [sys.executable, "-c", cmd], env={**os.environ, "KDRSDL_HEALTH_PORT": str(port)}, timeout=30
+        )
+        assert proc.returncode == 0
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_healthz_reports_a_stuck_main_loop():
