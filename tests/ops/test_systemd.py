@@ -40,6 +40,19 @@ def test_units_verify_without_any_warning(unit_dir):
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 
+def test_the_network_drop_in_verifies_and_adds_to_the_allowed_addresses(unit_dir):
+    """Issue 27 (part): masks and metrics off the host by a documented drop-in."""
+    drop_in = unit_dir / "kdrsdl-worker@cam1.service.d"
+    drop_in.mkdir()
+    shutil.copy(ROOT / "systemd" / "worker-network.conf", drop_in / "network.conf")
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", "kdrsdl-worker@cam1.service"], cwd=unit_dir, capture_output=True, text=True
+    )
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert "IPAddressAllow=192.0.2.0/24" in (drop_in / "network.conf").read_text()
+    assert "worker-network.conf" in (ROOT / "docs" / "operations.md").read_text()
+
+
 @pytest.mark.parametrize("unit, bound", [("kdrsdl-worker@cam1.service", 1.1), ("kdrsdl-capture@cam1.service", 1.5)])
 def test_hardening_exposure_level(unit_dir, unit, bound):
     proc = subprocess.run(
