@@ -49,3 +49,18 @@ def test_every_cited_heading_exists():
             elif not any(h.startswith(title) for h in headings(target)):
                 bad.append(f'{src.relative_to(ROOT)}: {name} has no heading "{title}"')
     assert not bad, "\n".join(bad)
+
+
+def test_every_alert_has_a_description_and_a_runbook_section():
+    """Issue 27 (part): each rule says what it means and links its section of docs/runbook.md."""
+    import yaml
+
+    groups = yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yml").read_text())["groups"]
+    rules = [r for g in groups for r in g["rules"]]
+    sections = {h.lower(): h for h in headings(ROOT / "docs" / "runbook.md")}
+    assert len(rules) >= 10
+    for rule in rules:
+        notes = rule["annotations"]
+        assert len(notes.get("description", "")) > 40, rule["alert"]
+        assert notes["runbook_url"] == f"docs/runbook.md#{rule['alert'].lower()}"
+        assert rule["alert"].lower() in sections, f"docs/runbook.md has no section {rule['alert']}"
