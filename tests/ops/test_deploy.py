@@ -23,6 +23,26 @@ def test_kubernetes_manifests_validate_against_schemas():
             kv.validate(doc, kv.latest_version(), strict=True)
 
 
+def test_both_containers_are_scraped_and_the_image_is_tagged():
+    """Issue 27 (part): a PodMonitor for both metrics ports; images with a registry and a tag."""
+    import yaml
+
+    pod = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "statefulset.yaml").read_text())["spec"]["template"]
+    ports = {p["name"]: p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+    monitor = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "prometheus-operator" / "podmonitor.yaml").read_text())
+    assert monitor["kind"] == "PodMonitor"
+    assert monitor["spec"]["selector"]["matchLabels"] == pod["metadata"]["labels"]
+    scraped = {e["port"] for e in monitor["spec"]["podMetricsEndpoints"]}
+    assert scraped == {"capture-metrics", "worker-metrics"} and scraped <= set(ports)
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(ports["worker-metrics"])
+    for c in pod["spec"]["containers"]:
+        registry, _, rest = c["image"].partition("/")
+        assert "." in registry and re.fullmatch(r"[\w.-]+:\d+\.\d+\.\d+", rest), c["image"]
+    policy = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "networkpolicy.yaml").read_text())
+    admitted = {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
+    assert admitted == {5560, ports["capture-metrics"], ports["worker-metrics"]}
+
+
 def test_dockerfile_runs_the_documented_install_step():
     docker = (ROOT / "deploy" / "Dockerfile").read_text()
     readme = (ROOT / "docs" / "operations.md").read_text()
