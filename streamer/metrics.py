@@ -71,7 +71,11 @@ ITERATION_BUCKETS = (1, 2, 3, 5, 8, 12, 20, 30, 50, 80, 150)
 
 L = ["camera"]
 
-build_info = Gauge("kdrsdl_build_info", "Build information (value 1)", ["version", "python", "role"])
+build_info = Gauge(
+    "kdrsdl_build_info",
+    "Build information (value 1); joins process_* series to their camera",
+    ["version", "python", "role", "camera"],
+)
 
 # capture
 capture_frames = Counter("kdrsdl_capture_frames_total", "Frames read from the source (sent + dropped)", L)
@@ -87,7 +91,7 @@ worker_dropped = Counter(
     "kdrsdl_worker_frames_dropped_total", "Valid frames received but not processed", L + ["reason"]
 )
 worker_lost = Counter("kdrsdl_worker_frames_lost_total", "Frames never received (sequence gaps within an epoch)", L)
-worker_rejected = Counter("kdrsdl_worker_messages_rejected_total", "Messages that broke the protocol", ["reason"])
+worker_rejected = Counter("kdrsdl_worker_messages_rejected_total", "Messages that broke the protocol", L + ["reason"])
 worker_backlog = Gauge("kdrsdl_worker_backlog_frames", "Frames received and waiting to be processed", L)
 worker_restarts_seen = Counter("kdrsdl_worker_capture_restarts_total", "New capture epochs seen (capture restarts)", L)
 checkpoint_writes = Counter(
@@ -175,7 +179,7 @@ class WorkerMetrics:
         self.checkpoint_restores = {r: checkpoint_restores.labels(camera, r) for r in CHECKPOINT_RESTORE_RESULTS}
         self.checkpoint_last_write = checkpoint_last_write.labels(camera)
         self.handshakes_failed = {s: handshakes_failed.labels(camera, s) for s in SOCKETS}
-        self.rejected = {r: worker_rejected.labels(r) for r in REJECT_REASONS}
+        self.rejected = {r: worker_rejected.labels(camera, r) for r in REJECT_REASONS}
 
     def progress(self) -> None:
         """The main loop made progress: the gauge, and the /healthz heartbeat."""
@@ -208,7 +212,7 @@ def serve(port: int, role: str, camera: str, addr: str = "127.0.0.1") -> WSGISer
     ``/healthz`` answers 200 while :func:`beat` was called within
     ``STALE_AFTER_S`` seconds, else 503: it tells a live process from a stuck one.
     """
-    build_info.labels(__version__, platform.python_version(), role).set(1)
+    build_info.labels(__version__, platform.python_version(), role, camera).set(1)
     if role == "capture":
         for m in (capture_frames, capture_reconnects, capture_connected, capture_last_frame):
             m.labels(camera)

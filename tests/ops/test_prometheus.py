@@ -48,13 +48,13 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(tmp_path):
     worker = start_worker(frames, masks, wport)
     wait_for(lambda: scrape(wport), 20, "worker /metrics")
     capture = start_capture(frames, "synthetic:160x120", "--fps", 30, "--metrics-port", cport)
+    # Issue 27: no static labels and job names of the operator's choosing; every label the
+    # dashboard selects on comes from the exporters themselves.
     (tmp_path / "prometheus.yml").write_text(f"""
 global: {{scrape_interval: 1s, evaluation_interval: 1s}}
 scrape_configs:
-  - job_name: kdrsdl-capture
-    static_configs: [{{targets: ["127.0.0.1:{cport}"], labels: {{camera: cam1}}}}]
-  - job_name: kdrsdl-worker
-    static_configs: [{{targets: ["127.0.0.1:{wport}"], labels: {{camera: cam1}}}}]
+  - job_name: cameras
+    static_configs: [{{targets: ["127.0.0.1:{cport}", "127.0.0.1:{wport}"]}}]
 """)
     server = subprocess.Popen(
         [

@@ -44,7 +44,7 @@ def fuzzed_worker():
 
 def _rejected(port):
     s = scrape(port)
-    return sum(metric(s, "kdrsdl_worker_messages_rejected_total", reason=r) for r in REASONS)
+    return sum(metric(s, "kdrsdl_worker_messages_rejected_total", camera="cam1", reason=r) for r in REASONS)
 
 
 @FUZZ

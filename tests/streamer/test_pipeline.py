@@ -125,7 +125,7 @@ def test_malformed_messages_are_counted_and_later_frames_still_processed(worker)
 
     s = wait_for(counted, 10, "the worker to count the last frame")
     for reason in bad:
-        assert metric(s, "kdrsdl_worker_messages_rejected_total", reason=reason) == 1, reason
+        assert metric(s, "kdrsdl_worker_messages_rejected_total", camera="cam1", reason=reason) == 1, reason
     assert metric(s, "kdrsdl_worker_frames_processed_total", camera="cam1") == len(expected_frame_seqs)
     assert proc.poll() is None  # still running
     push.close()
