@@ -87,13 +87,18 @@ def model_flags(parser: argparse.ArgumentParser) -> None:
         group.add_argument("--" + f.name.replace("_", "-"), **opts)
 
 
-def _common(sp) -> None:
-    """--config, --camera and --log-level."""
+def _log_level(sp) -> None:
+    """--log-level (every subcommand)."""
     sp.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         help="the lowest level of the log lines on stderr (default: the file's log_level, else info)",
     )
+
+
+def _common(sp) -> None:
+    """--config, --camera and --log-level."""
+    _log_level(sp)
     sp.add_argument(
         "--config", metavar="FILE", help="TOML configuration file; the flags given override it, no other flag does"
     )
@@ -183,6 +188,7 @@ def _keygen_parser(sub) -> None:
     k = sub.add_parser("keygen", help="write a CURVE key pair NAME.key (public) and NAME.key_secret into DIR")
     k.add_argument("dir", metavar="DIR")
     k.add_argument("name", metavar="NAME", help="e.g. worker-cam1, capture-cam1, subscriber-alarm")
+    _log_level(k)
 
 
 def _run_parser(sub) -> None:
@@ -234,6 +240,7 @@ def _evaluate_parser(sub) -> None:
     )
     e.add_argument("--json", metavar="PATH", help="write the results as JSON")
     e.add_argument("--report", metavar="DIR", help="write report.md with curves and a contact sheet per sequence")
+    _log_level(e)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -268,6 +275,10 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kdrsdl`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
+    if args.command in ("keygen", "evaluate"):  # no configuration file: the flag alone
+        import logging
+
+        logging.basicConfig(stream=sys.stderr, level=(args.log_level or "info").upper())
     if args.command == "keygen":
         from streamer.security import create_keys
 

@@ -124,3 +124,16 @@ def test_environment_variables_in_string_values(tmp_path, monkeypatch):
     monkeypatch.delenv("CAM_PASSWORD")
     with pytest.raises(ConfigError, match="capture.source: environment variable CAM_PASSWORD is not set"):
         load(str(path))
+
+
+def test_every_subcommand_takes_log_level():
+    """Issue 27 (part): --log-level on every subcommand."""
+    import argparse
+
+    from streamer.cli import build_parser
+
+    parser = build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert set(subs) == {"capture", "worker", "subscribe", "keygen", "run", "evaluate"}
+    for name, sub in subs.items():
+        assert any("--log-level" in a.option_strings for a in sub._actions), name
