@@ -10,8 +10,9 @@ three ways (docs/algorithm.md, "Per-frame cores"):
   (:func:`core.solver.frame_fit.fit_cores`, ``frame_iters`` iterations).
 
 With ``global_offset`` the frame's median difference from that background is added (clouds,
-auto-exposure), taken over one pixel in each 4 x 4 block: a sixteenth of the cost, the same offset
-to about 1e-3.
+auto-exposure), taken over the still background (the previous mask's background less the
+dynamic pixels, whose leaves or water would bias it) and over one pixel in each 4 x 4 block: a
+sixteenth of the cost, the same offset to about 1e-3.
 """
 
 import numpy as np
