@@ -8,6 +8,7 @@ one is still being written (docs/design.md, "Checkpoints").
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -19,6 +20,7 @@ from streamer import checkpoint
 
 if TYPE_CHECKING:
     from streamer.metrics import WorkerMetrics
+    from streamer.motion.events import EventDetector
     from streamer.protocol import SequenceTracker
 
 
@@ -45,10 +47,22 @@ class Checkpointer:
     camera : str
     metrics : streamer.metrics.WorkerMetrics
     log : logging.Logger
+    events : streamer.motion.events.EventDetector, optional
+        Its open events are checkpointed too (array ``worker_events``, JSON) and ended at the next
+        start with reason "restart".
     """
 
-    def __init__(self, path: str, interval_s: float, camera: str, metrics: WorkerMetrics, log: logging.Logger) -> None:
+    def __init__(
+        self,
+        path: str,
+        interval_s: float,
+        camera: str,
+        metrics: WorkerMetrics,
+        log: logging.Logger,
+        events: EventDetector | None = None,
+    ) -> None:
         self.path, self.interval_s, self.camera, self.metrics, self.log = path, interval_s, camera, metrics, log
+        self.events = events
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
         self._pending: Future[None] | None = None
         self._next = time.monotonic() + interval_s
@@ -79,6 +93,7 @@ class Checkpointer:
         try:
             if str(arrays.get("worker_camera", "")) != self.camera:
                 raise ValueError(f"checkpoint belongs to camera {str(arrays.get('worker_camera'))!r}")
+            self._restore_events(arrays)
             warm = model.restore(arrays)
         except ValueError as exc:
             self.log.warning("ignoring checkpoint %s that does not fit, starting cold: %s", self.path, exc)
@@ -87,6 +102,19 @@ class Checkpointer:
             tracker.epoch, tracker.last = str(arrays["worker_epoch"]), int(arrays["worker_last_seq"])
         self.log.info("%s restore from %s: %d frames seen", "warm" if warm else "window", self.path, model.n_frames)
         return "warm" if warm else "window"
+
+    def _restore_events(self, arrays: Mapping[str, Any]) -> None:
+        """Hand the checkpoint's open events to the detector (they end at the next frame)."""
+        if self.events is None or "worker_events" not in arrays:
+            return
+        try:
+            state = json.loads(str(arrays["worker_events"]))
+        except ValueError:
+            self.log.warning("checkpoint %s: unreadable open events, not ended", self.path)
+            return
+        n = self.events.restore(state if isinstance(state, list) else [])
+        if n:
+            self.log.info("%d motion event(s) open at the last checkpoint: ended with reason 'restart'", n)
 
     def tick(self, model: Checkpointable, tracker: SequenceTracker) -> None:
         """Start a periodic checkpoint on the thread when one is due."""
@@ -111,6 +139,8 @@ class Checkpointer:
         if arrays is None:
             return None
         arrays["worker_camera"] = np.str_(self.camera)
+        if self.events is not None:
+            arrays["worker_events"] = np.str_(json.dumps(self.events.state()))
         if tracker.epoch is not None and tracker.last is not None:
             arrays["worker_epoch"] = np.str_(tracker.epoch)
             arrays["worker_last_seq"] = np.int64(tracker.last)

@@ -42,12 +42,16 @@ WORKER_KEYS = {
     "checkpoint_interval": "worker.checkpoint_interval_s",
     "curve_secret_key": "worker.curve_secret_key",
     "curve_authorized_keys": "worker.curve_authorized_keys",
+    "view_port": "view.port",
+    "view_address": "view.address",
+    "preview_fps": "view.preview_fps",
 }
 SUBSCRIBE_KEYS = {
     "masks_endpoint": "subscribe.masks_endpoint",
     "output": "subscribe.output",
     "count": "subscribe.count",
     "keep": "subscribe.keep",
+    "events": "subscribe.events",
     "curve_secret_key": "subscribe.curve_secret_key",
     "curve_server_key": "subscribe.curve_server_key",
 }
@@ -59,6 +63,7 @@ RUN_KEYS = {
     "width": "capture.width",
     "height": "capture.height",
     "loop": "capture.loop",
+    "view_port": "view.port",
 }
 #: What ``run`` uses where neither the file nor a flag says (a first look ends, at a camera's pace).
 RUN_DEFAULTS = {"capture.max_frames": 300, "capture.fps": 30.0}
@@ -159,6 +164,7 @@ def _worker_parser(sub) -> None:
         help="checkpoint the model to DIR/<camera>.npz and resume from it at start (default: no checkpoints)",
     )
     w.add_argument("--checkpoint-interval", type=float, metavar="S", help="seconds between checkpoints (default 60)")
+    _view_flags(w)
 
     w.add_argument(
         "--curve-secret-key",
@@ -172,6 +178,19 @@ def _worker_parser(sub) -> None:
     )
 
 
+def _view_flags(sp, port_only: bool = False) -> None:
+    """The live view's flags ([view] in the configuration)."""
+    sp.add_argument(
+        "--view-port", type=int, metavar="P", help="serve the live view page on this port (default 0 = off)"
+    )
+    if port_only:
+        return
+    sp.add_argument("--view-address", metavar="ADDR", help="address the live view listens on (default 127.0.0.1)")
+    sp.add_argument(
+        "--preview-fps", type=float, metavar="F", help="JPEG frames a second sent to each viewer, at most (default 5)"
+    )
+
+
 def _subscribe_parser(sub) -> None:
     """The subscribe subcommand."""
     s = sub.add_parser("subscribe", help="print (and optionally save) the masks of a camera")
@@ -180,6 +199,12 @@ def _subscribe_parser(sub) -> None:
     s.add_argument("--output", metavar="DIR", help="write each mask as a PNG into DIR")
     s.add_argument("--count", type=int, metavar="N", help="stop after N masks (0 = never)")
     s.add_argument("--keep", type=int, metavar="N", help="keep the newest N PNGs in --output (default 1000, 0 = all)")
+    s.add_argument(
+        "--events",
+        action="store_const",
+        const=True,
+        help="print the motion events (event/<camera>/) as JSON lines instead of the masks",
+    )
     _curve_client(s)
 
 
@@ -206,6 +231,7 @@ def _run_parser(sub) -> None:
     r.add_argument("--width", type=int, metavar="W")
     r.add_argument("--height", type=int, metavar="H")
     r.add_argument("--loop", action="store_const", const=True)
+    _view_flags(r, port_only=True)
     model_flags(r)
 
 
@@ -323,7 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streamer.subscriber import run_subscriber
 
             summary = run_subscriber(cfg, stop, log)
-            log.info("received %(received)d masks, %(gaps)d missed, %(rejected)d rejected", summary)
+            what = "events" if cfg.subscribe.events else "masks"
+            log.info(f"received %(received)d {what}, %(gaps)d missed, %(rejected)d rejected", summary)
             return 0
         from streamer.run import run_all
 

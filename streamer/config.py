@@ -11,12 +11,23 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from core.streaming.params import BackgroundParams, knobs
-from streamer.protocol import validate_camera
+from streamer.motion.events import FRAME
+from streamer.motion.zones import check_inside
+from streamer.protocol import CAMERA_RE, validate_camera
 from streamer.security import check_key_dir, read_key
 
 EX_CONFIG = 78
@@ -114,11 +125,72 @@ class WorkerConfig(_Strict):
         return self
 
 
+#: A point of a polygon: (x, y) in input pixels, numbers only (a string such as "3" is refused).
+Coordinate = Annotated[float, Strict(), Field(ge=0)]
+#: A polygon: at least 3 points.
+Polygon = Annotated[list[tuple[Coordinate, Coordinate]], Field(min_length=3, max_length=256)]
+
+
+class ZoneConfig(_Strict):
+    """A named zone: its foreground fraction is in each mask header and the zone gauge."""
+
+    name: str = Field(description="1-64 of A-Z a-z 0-9 _ . - (a Prometheus label value and a JSON key)")
+    polygon: Polygon = Field(description="[[x, y], ...] in input pixels, at least 3 points")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not CAMERA_RE.match(v):
+            raise ValueError(f"zone name must be 1-64 characters of A-Z a-z 0-9 _ . -, got {v!r}")
+        if v == FRAME:
+            raise ValueError(f"zone name {FRAME!r} is reserved for whole-frame events")
+        return v
+
+
+class MotionConfig(_Strict):
+    """The ``[motion]`` table: regions, ignored areas, zones and events (docs/configuration.md, "Motion")."""
+
+    min_area: int = Field(20, ge=1, le=10_000_000, description="smallest region listed, input pixels")
+    max_regions: int = Field(20, ge=0, le=100, description="most regions listed per mask (largest first)")
+    ignore: list[Polygon] = Field([], max_length=64, description="polygons whose pixels are never foreground")
+    zones: list[ZoneConfig] = Field([], max_length=32, description="named zones (fraction, gauge, events)")
+    event_threshold: float = Field(0.01, ge=0, lt=1, description="a zone is active above this foreground fraction")
+    event_min_frames: int = Field(3, ge=1, le=10000, description="active frames in a row that start an event")
+    event_quiet_frames: int = Field(30, ge=1, le=100000, description="quiet frames in a row that end an event")
+
+    @model_validator(mode="after")
+    def _unique(self) -> "MotionConfig":
+        names = [z.name for z in self.zones]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"zone names must be unique, {dup[0]!r} repeats")
+        return self
+
+    def check_frame(self, shape: tuple[int, int]) -> None:
+        """Raise ConfigError if a polygon has a point outside a frame of ``shape`` ``(h, w)``."""
+        try:
+            for i, poly in enumerate(self.ignore):
+                check_inside(poly, shape, f"motion.ignore[{i}]")
+            for i, z in enumerate(self.zones):
+                check_inside(z.polygon, shape, f"motion.zones[{i}] {z.name!r}")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+class ViewConfig(_Strict):
+    """The ``[view]`` table: the worker's live view page (docs/operations.md, "Live view")."""
+
+    port: int = Field(0, ge=0, le=65535, description="HTTP port of the live view, 0 = off")
+    address: str = Field("127.0.0.1", description="address it listens on (it shows the camera: loopback by default)")
+    preview_fps: float = Field(5.0, gt=0, le=30, description="JPEG frames a second sent to each viewer, at most")
+
+
 class SubscribeConfig(_CurveClient):
     masks_endpoint: str = "ipc:///tmp/kdrsdl-masks-default"
     output: Optional[str] = None
     count: int = Field(0, ge=0)
     keep: int = Field(1000, ge=0, description="PNGs kept in output (the newest); 0 = every one")
+    events: bool = Field(False, description="receive the motion events instead of the masks")
 
 
 class Config(_Strict):
@@ -130,6 +202,8 @@ class Config(_Strict):
     worker: WorkerConfig = WorkerConfig()
     model: ModelConfig = ModelConfig()
     subscribe: SubscribeConfig = SubscribeConfig()
+    motion: MotionConfig = MotionConfig()
+    view: ViewConfig = ViewConfig()
 
     @field_validator("camera")
     @classmethod
@@ -231,8 +305,14 @@ def load(
     try:
         cfg = Config.model_validate(data)
         cfg.model.params().validate()  # the model's own checks, so a worker never fails on a loaded config
-        return cfg
     except ValidationError as exc:
         raise ConfigError(f"{path or 'command line'}: {_one_line(exc)}") from None
     except ValueError as exc:
         raise ConfigError(f"{path or 'command line'}: model.{exc}") from None  # the model's checks name a knob
+    c = cfg.capture
+    if c.width and c.height:  # the frame's size is known: the polygons must lie in it
+        try:
+            cfg.motion.check_frame((c.height, c.width))
+        except ConfigError as exc:
+            raise ConfigError(f"{path or 'command line'}: {exc}") from None
+    return cfg

@@ -10,6 +10,7 @@ import platform
 import socketserver
 import threading
 import time
+from collections.abc import Sequence
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import Counter, Gauge, Histogram, make_wsgi_app
@@ -133,6 +134,13 @@ solver_resets = Counter("kdrsdl_solver_resets_total", "Resets to a cold start (n
 masks_published = Counter("kdrsdl_masks_published_total", "Masks published", L)
 mask_fg_ratio = Gauge("kdrsdl_mask_foreground_ratio", "Foreground fraction of the last mask", L)
 light_changes = Counter("kdrsdl_light_changes_total", "Changes of light the model absorbed (not reported as motion)", L)
+zone_fg_ratio = Gauge(
+    "kdrsdl_zone_foreground_ratio", "Foreground fraction of a named zone in the last mask", L + ["zone"]
+)
+motion_events = Counter(
+    "kdrsdl_motion_events_total", "Events published, by zone and kind (start, end, light_change)", L + ["zone", "kind"]
+)
+view_viewers = Gauge("kdrsdl_view_viewers", "Live view streams open now", L)
 
 
 #: Every label value each labelled series takes: created at 0 by :func:`serve`, and the only
@@ -145,6 +153,8 @@ CHECKPOINT_RESTORE_RESULTS = ("warm", "window", "corrupt", "mismatch")
 SOCKETS = ("frames", "masks")
 #: :class:`streamer.protocol.ProtocolError` reasons, and "seq" for a repeated or old sequence number.
 REJECT_REASONS = ("parts", "topic", "header", "version", "field", "camera", "shape", "dtype", "encoding", "size", "seq")
+#: The kinds of motion events (:data:`streamer.protocol.EVENT_KINDS`); light changes are whole-frame ("frame").
+EVENT_KINDS = ("start", "end", "light_change")
 
 
 class WorkerMetrics:
@@ -153,9 +163,11 @@ class WorkerMetrics:
     Parameters
     ----------
     camera : str
+    zones : sequence of str
+        The zones of the motion events: the named zones, or ``["frame"]`` without any.
     """
 
-    def __init__(self, camera: str) -> None:
+    def __init__(self, camera: str, zones: Sequence[str] = ("frame",)) -> None:
         self.received = worker_received.labels(camera)
         self.processed = worker_processed.labels(camera)
         self.lost = worker_lost.labels(camera)
@@ -180,6 +192,10 @@ class WorkerMetrics:
         self.checkpoint_last_write = checkpoint_last_write.labels(camera)
         self.handshakes_failed = {s: handshakes_failed.labels(camera, s) for s in SOCKETS}
         self.rejected = {r: worker_rejected.labels(camera, r) for r in REJECT_REASONS}
+        self.zone_fg_ratio = {z: zone_fg_ratio.labels(camera, z) for z in zones if z != "frame"}
+        self.events = {(z, k): motion_events.labels(camera, z, k) for z in zones for k in ("start", "end")}
+        self.events["frame", "light_change"] = motion_events.labels(camera, "frame", "light_change")
+        self.viewers = view_viewers.labels(camera)
 
     def progress(self) -> None:
         """The main loop made progress: the gauge, and the /healthz heartbeat."""
@@ -187,7 +203,9 @@ class WorkerMetrics:
         beat()
 
 
-def serve(port: int, role: str, camera: str, addr: str = "127.0.0.1") -> WSGIServer | None:
+def serve(
+    port: int, role: str, camera: str, addr: str = "127.0.0.1", zones: Sequence[str] = ("frame",)
+) -> WSGIServer | None:
     """Serve /metrics and /healthz on ``addr:port`` (0 = off) and set build_info.
 
     Parameters
@@ -201,6 +219,8 @@ def serve(port: int, role: str, camera: str, addr: str = "127.0.0.1") -> WSGISer
         before the first event.
     addr : str
         Listen address (loopback by default; 0.0.0.0 in a pod, for Prometheus).
+    zones : sequence of str
+        The worker's event zones (:class:`WorkerMetrics`).
 
     Returns
     -------
@@ -219,10 +239,21 @@ def serve(port: int, role: str, camera: str, addr: str = "127.0.0.1") -> WSGISer
         for reason in CAPTURE_DROP_REASONS:
             capture_dropped.labels(camera, reason)
     else:
-        WorkerMetrics(camera)  # creates every worker series at 0
+        WorkerMetrics(camera, zones)  # creates every worker series at 0
     beat()
     if not port:
         return None
-    server = make_server(addr, port, _app(), _Server, handler_class=_Quiet)
-    threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
+    return start_http(_app(), addr, port, "metrics")
+
+
+def start_http(app, addr: str, port: int, name: str) -> WSGIServer:
+    """Serve the WSGI ``app`` on ``addr:port`` from a daemon thread, a thread per request (quiet log).
+
+    Raises
+    ------
+    OSError
+        If the port is taken or the address cannot be bound.
+    """
+    server = make_server(addr, port, app, _Server, handler_class=_Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True, name=name).start()
     return server

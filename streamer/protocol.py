@@ -2,14 +2,16 @@
 
 A message is three frames: ``[topic, header, payload]``.
 
-- topic: ``frame/<camera>/`` or ``mask/<camera>/`` (the trailing slash stops a
-  subscription to ``mask/cam1`` matching ``cam10``).
+- topic: ``frame/<camera>/``, ``mask/<camera>/`` or ``event/<camera>/`` (the trailing slash
+  stops a subscription to ``mask/cam1`` matching ``cam10``).
 - header: a UTF-8 JSON object: ``v`` (protocol version), ``camera``, ``epoch``
   (random id of the sender's start), ``seq`` (per-camera counter from that epoch),
   ``t_capture_ns`` (wall clock at capture, ns since the Unix epoch), ``shape``
   ``[h, w]``, ``dtype`` ("uint8"), ``encoding`` ("raw"). Masks add ``frame_seq``,
-  ``fg_ratio``, ``latency_s`` and ``solver`` facts.
-- payload: the C-contiguous pixels.
+  ``fg_ratio``, ``latency_s``, ``solver`` facts and ``regions``. Events carry ``event`` ("start",
+  "end" or "light_change"), ``zone`` and the event's facts (:mod:`streamer.motion.events`), and
+  ``encoding`` "none".
+- payload: the C-contiguous pixels (empty for an event).
 """
 
 import json
@@ -28,7 +30,9 @@ MAX_SIDE = 8192
 MAX_HEADER_BYTES = 16384
 CAMERA_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 DTYPES = {"uint8": np.uint8}
-KINDS = ("frame", "mask")
+KINDS = ("frame", "mask", "event")
+#: What an event message announces (``event`` in its header).
+EVENT_KINDS = ("start", "end", "light_change")
 #: A receiver logs its first 10 rejected messages, then every 100th (all are counted).
 REJECT_LOG_EVERY = 100
 
@@ -116,6 +120,96 @@ def encode(
     return [topic(kind, camera), json.dumps(header, separators=(",", ":")).encode(), image.data.cast("B")]
 
 
+def encode_event(camera: str, epoch: str, seq: int, t_capture_ns: int, event: str, **fields: Any) -> list[bytes]:
+    """Build the three parts of an event message on ``event/<camera>/``.
+
+    Parameters
+    ----------
+    camera, epoch : str
+    seq : int
+        The event counter (>= 0) within the worker's epoch (events have their own ``seq``).
+    t_capture_ns : int
+        Capture time of the frame that raised the event, ns since the Unix epoch.
+    event : {"start", "end", "light_change"}
+    **fields
+        The event's facts (``zone``, ``first_seq``, ... ; :class:`streamer.motion.events.Event`).
+
+    Returns
+    -------
+    list of bytes
+        ``[topic, header, b""]``: the header has ``encoding`` "none" and no ``shape``.
+    """
+    header = {
+        "v": VERSION,
+        "camera": camera,
+        "epoch": epoch,
+        "seq": int(seq),
+        "t_capture_ns": int(t_capture_ns),
+        "encoding": "none",
+        "event": event,
+        **fields,
+    }
+    return [topic("event", camera), json.dumps(header, separators=(",", ":")).encode(), b""]
+
+
+def _envelope(parts: Sequence[Any], kind: str) -> tuple[dict, Any]:
+    """The checks every kind shares: parts, topic, header JSON, version, common fields, camera.
+
+    Returns the header and the payload (bytes-like); raises :class:`ProtocolError`.
+    """
+    if len(parts) != 3:
+        raise ProtocolError("parts", f"expected 3 parts, got {len(parts)}")
+    t, h, payload = (
+        p.bytes if hasattr(p, "bytes") else bytes(p) if not isinstance(p, (bytes, memoryview)) else p for p in parts
+    )
+    t = bytes(t)
+    if not (t.startswith(kind.encode() + b"/") and t.endswith(b"/") and len(t) <= 128):
+        raise ProtocolError("topic", f"topic {t[:64]!r} is not {kind}/<camera>/")
+    if len(h) > MAX_HEADER_BYTES:
+        raise ProtocolError("header", f"header of {len(h)} bytes exceeds {MAX_HEADER_BYTES}")
+    try:
+        header = json.loads(bytes(h).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError("header", f"header is not UTF-8 JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("header", "header is not a JSON object")
+    if header.get("v") != VERSION:
+        raise ProtocolError("version", f"protocol version {header.get('v')!r} is not {VERSION}")
+    fields: tuple[tuple[str, type], ...] = (("camera", str), ("epoch", str), ("seq", int), ("t_capture_ns", int))
+    if kind == "event":
+        fields += (("event", str), ("encoding", str))
+    else:
+        fields += (("shape", list), ("dtype", str), ("encoding", str))
+    for name, types in fields:
+        if not isinstance(header.get(name), types) or isinstance(header.get(name), bool):
+            raise ProtocolError("field", f"header field {name!r} is missing or not a {types.__name__}")
+    if header["seq"] < 0:
+        raise ProtocolError("field", "seq must be >= 0")
+    if t.decode("utf-8", "replace") != f"{kind}/{header['camera']}/":
+        raise ProtocolError("camera", f"topic {t!r} does not match camera {header['camera']!r}")
+    return header, payload
+
+
+def decode_event(parts: Sequence[Any]) -> dict:
+    """Validate a received event message; its header.
+
+    Raises
+    ------
+    ProtocolError
+        With the reasons of :func:`decode`, ``field`` when ``event`` is not one of
+        :data:`EVENT_KINDS`, ``encoding`` when it is not "none", ``size`` when the payload is not
+        empty.
+    """
+    header, payload = _envelope(parts, "event")
+    if header["event"] not in EVENT_KINDS:
+        raise ProtocolError("field", f"event {header['event']!r} is not one of {list(EVENT_KINDS)}")
+    if header["encoding"] != "none":
+        raise ProtocolError("encoding", f"encoding {header['encoding']!r} of an event is not 'none'")
+    if len(payload):
+        raise ProtocolError("size", f"event payload of {len(payload)} bytes, expected none")
+    return header
+
+
 def decode(parts: Sequence[Any], kind: str, max_side: int = MAX_SIDE) -> Message:
     """Validate and decode a received multipart message.
 
@@ -141,39 +235,7 @@ def decode(parts: Sequence[Any], kind: str, max_side: int = MAX_SIDE) -> Message
         (not 2 positive sides within ``max_side``), ``dtype``, ``encoding``,
         ``size`` (payload length is not h * w * itemsize).
     """
-    if len(parts) != 3:
-        raise ProtocolError("parts", f"expected 3 parts, got {len(parts)}")
-    t, h, payload = (
-        p.bytes if hasattr(p, "bytes") else bytes(p) if not isinstance(p, (bytes, memoryview)) else p for p in parts
-    )
-    t = bytes(t)
-    if not (t.startswith(kind.encode() + b"/") and t.endswith(b"/") and len(t) <= 128):
-        raise ProtocolError("topic", f"topic {t[:64]!r} is not {kind}/<camera>/")
-    if len(h) > MAX_HEADER_BYTES:
-        raise ProtocolError("header", f"header of {len(h)} bytes exceeds {MAX_HEADER_BYTES}")
-    try:
-        header = json.loads(bytes(h).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ProtocolError("header", f"header is not UTF-8 JSON: {exc}") from None
-    if not isinstance(header, dict):
-        raise ProtocolError("header", "header is not a JSON object")
-    if header.get("v") != VERSION:
-        raise ProtocolError("version", f"protocol version {header.get('v')!r} is not {VERSION}")
-    for name, types in (
-        ("camera", str),
-        ("epoch", str),
-        ("seq", int),
-        ("t_capture_ns", int),
-        ("shape", list),
-        ("dtype", str),
-        ("encoding", str),
-    ):
-        if not isinstance(header.get(name), types) or isinstance(header.get(name), bool):
-            raise ProtocolError("field", f"header field {name!r} is missing or not a {types.__name__}")
-    if header["seq"] < 0:
-        raise ProtocolError("field", "seq must be >= 0")
-    if t.decode("utf-8", "replace") != f"{kind}/{header['camera']}/":
-        raise ProtocolError("camera", f"topic {t!r} does not match camera {header['camera']!r}")
+    header, payload = _envelope(parts, kind)
     shape = header["shape"]
     if len(shape) != 2 or not all(isinstance(s, int) and not isinstance(s, bool) and 0 < s <= max_side for s in shape):
         raise ProtocolError("shape", f"shape {shape!r} is not [h, w] with sides in 1..{max_side}")

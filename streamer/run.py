@@ -178,6 +178,9 @@ def _run(
     progress = _Progress(cfg)
     cfg.subscribe.masks_endpoint = cfg.worker.masks_endpoint
     cfg.subscribe.count = cfg.capture.max_frames
+    cfg.subscribe.events = False  # run shows the masks
+    if cfg.view.port:
+        print(f"kdrsdl run: live view on http://{cfg.view.address}:{cfg.view.port}/", file=sys.stderr)
     sub_stop = threading.Event()
 
     def watch() -> None:

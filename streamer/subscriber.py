@@ -1,4 +1,7 @@
-"""A mask subscriber: SUB on ``mask/<camera>/``, validated, gaps counted, PNGs optional.
+"""A mask subscriber: SUB on ``mask/<camera>/``, validated, gaps counted, PNGs optional; or events.
+
+With ``events`` set it subscribes to ``event/<camera>/`` instead and prints each motion event's
+header as a JSON line (:mod:`streamer.motion.events`).
 
 Any ZeroMQ SUB socket in any language can do the same (docs/design.md, "Wire format").
 """
@@ -18,7 +21,16 @@ import cv2
 import zmq
 
 from streamer import security
-from streamer.protocol import MAX_SIDE, REJECT_LOG_EVERY, Message, ProtocolError, SequenceTracker, decode, topic
+from streamer.protocol import (
+    MAX_SIDE,
+    REJECT_LOG_EVERY,
+    Message,
+    ProtocolError,
+    SequenceTracker,
+    decode,
+    decode_event,
+    topic,
+)
 
 if TYPE_CHECKING:
     from streamer.config import Config
@@ -53,6 +65,8 @@ def run_subscriber(
         ``received``, ``gaps`` (masks missed within a worker epoch), ``rejected``.
     """
     s = cfg.subscribe
+    if s.events:
+        return _run_events(cfg, stop, log, out)
     sock = _socket(s, cfg.camera)
     if s.output:
         os.makedirs(s.output, exist_ok=True)
@@ -90,16 +104,54 @@ def run_subscriber(
 
 
 #: The header fields printed per mask.
-PRINTED = ("camera", "epoch", "seq", "frame_seq", "frame_index", "fg_ratio", "latency_s", "solver", "light_change")
+PRINTED = (
+    "camera",
+    "epoch",
+    "seq",
+    "frame_seq",
+    "frame_index",
+    "fg_ratio",
+    "latency_s",
+    "solver",
+    "light_change",
+    "regions",
+    "zones",
+)
 
 
-def _socket(s, camera):
-    """The SUB socket on ``mask/<camera>/``, connected (CURVE when configured)."""
+def _run_events(cfg: Config, stop: threading.Event, log: logging.Logger, out: TextIO) -> dict[str, int]:
+    """Print every event of ``event/<camera>/`` as a JSON line until stopped or ``count`` arrived."""
+    s = cfg.subscribe
+    sock = _socket(s, cfg.camera, "event")
+    tracker = SequenceTracker()
+    received = gaps = rejected = 0
+    try:
+        while not stop.is_set() and not (s.count and received >= s.count):
+            if not sock.poll(200):
+                continue
+            try:
+                header = decode_event(sock.recv_multipart(copy=False))
+            except ProtocolError as exc:
+                rejected += 1
+                if rejected <= 10 or rejected % REJECT_LOG_EVERY == 0:
+                    log.warning("rejected event message #%d: %s", rejected, exc)
+                continue
+            lost, _ = tracker.update(header["epoch"], header["seq"])
+            gaps += max(lost, 0) if received else 0
+            received += 1
+            print(json.dumps(header), file=out, flush=True)
+    finally:
+        sock.close()
+    return {"received": received, "gaps": gaps, "rejected": rejected}
+
+
+def _socket(s, camera, kind="mask"):
+    """The SUB socket on ``<kind>/<camera>/``, connected (CURVE when configured)."""
     sock = zmq.Context.instance().socket(zmq.SUB)
     sock.setsockopt(zmq.RCVHWM, 1000)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_SIDE * MAX_SIDE + 65536)  # bounded before anything is allocated
-    sock.setsockopt(zmq.SUBSCRIBE, topic("mask", camera))
+    sock.setsockopt(zmq.SUBSCRIBE, topic(kind, camera))
     if s.curve_secret_key:
         security.make_client(sock, s.curve_secret_key, s.curve_server_key)
     sock.connect(s.masks_endpoint)

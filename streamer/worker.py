@@ -4,7 +4,10 @@ A short loop over small parts (docs/design.md, "Processes"): the intake validate
 (rejections are counted by reason and logged), counts sequence gaps as lost frames and keeps at
 most ``backlog`` frames waiting, dropping the oldest beyond that (counted)
 (:mod:`streamer.intake`); the model stage turns a frame into a mask and solver facts
-(:mod:`streamer.model_stage`); each mask is published on ``mask/<camera>/``; with a state
+(:mod:`streamer.model_stage`); the motion stage fills the ignored areas before the model and
+lists the mask's regions, zone fractions and events after it (:mod:`streamer.motion.stage`);
+each mask is published on ``mask/<camera>/`` and each event on ``event/<camera>/``; the live
+view, when its port is set, shows them (:mod:`streamer.view`); with a state
 directory, the checkpointer writes the model atomically every ``checkpoint_interval_s`` and at a
 clean stop, and resumes from a valid checkpoint at start (:mod:`streamer.checkpointer`).
 """
@@ -27,14 +30,17 @@ from streamer.checkpointer import Checkpointer
 from streamer.config import ConfigError
 from streamer.intake import Intake
 from streamer.memory import release_freed_heap
-from streamer.metrics import WorkerMetrics, serve
+from streamer.metrics import WorkerMetrics, serve, start_http
 from streamer.model_stage import ModelStage
-from streamer.protocol import REJECT_LOG_EVERY, Message, encode, new_epoch
+from streamer.motion.stage import MotionStage
+from streamer.protocol import REJECT_LOG_EVERY, Message, encode, encode_event, new_epoch
+from streamer.view import LiveView
 
 if TYPE_CHECKING:
     from core.streaming.background import FrameResult
     from core.streaming.refit import RefitReport
     from streamer.config import Config, WorkerConfig
+    from streamer.motion.events import Event
 
 #: Seconds the worker waits at stop for an abandoned refit to end (the solver checks between
 #: iterations and between the cold start's per-slice SVDs; the refit thread is a daemon and does
@@ -117,17 +123,23 @@ class _Worker:
     def __init__(self, cfg: Config, log: logging.Logger) -> None:
         self.cfg, self.log, self.camera = cfg, log, cfg.camera
         w = cfg.worker
-        self.m = WorkerMetrics(cfg.camera)
+        self.motion = MotionStage(cfg.motion)
+        self.m = WorkerMetrics(cfg.camera, self.motion.events.zones)
         self.intake = Intake(cfg.camera, w.max_side, w.backlog)
         self.stage = ModelStage(cfg.model.params())
-        self.epoch, self.seq, self.rejected = new_epoch(), 0, 0
+        self.view: LiveView | None = None
+        if cfg.view.port:
+            self.view = LiveView(
+                cfg.camera, self.motion.ignore, self.motion.named, cfg.view.preview_fps, self.m.viewers
+            )
+        self.epoch, self.seq, self.rejected, self.event_seq = new_epoch(), 0, 0, 0
         self.last: tuple[np.ndarray, FrameResult] | None = None  # the last frame and its result
         self.trim_due = False  # a refit landed: its freed temporaries go back to the OS when idle
         self.last_trim = time.monotonic()
         self.ckpt: Checkpointer | None = None
         if w.state_dir:
             path = checkpoint.path_for(w.state_dir, cfg.camera)
-            self.ckpt = Checkpointer(path, w.checkpoint_interval_s, cfg.camera, self.m, log)
+            self.ckpt = Checkpointer(path, w.checkpoint_interval_s, cfg.camera, self.m, log, self.motion.events)
             self.ckpt.restore(self.stage, self.intake.tracker)
 
     def receive(self, pull: zmq.Socket) -> None:
@@ -154,9 +166,15 @@ class _Worker:
         self.m.backlog.set(len(self.intake))
 
     def process(self, msg: Message, pub: zmq.Socket) -> None:
-        """One frame: the model, its facts into metrics, and the mask published."""
+        """One frame: the model, its facts into metrics, the mask and its events published.
+
+        Raises
+        ------
+        streamer.config.ConfigError
+            If a zone or ignored area does not fit the frame (:meth:`MotionStage.prepare`).
+        """
         h = msg.header
-        report = self.stage.process(msg.image)
+        report = self.stage.process(self.motion.prepare(msg.image))
         if report.previous_shape is not None:
             self.m.resets.inc()
             self.log.info("frame shape changed %s -> %s: model reset", report.previous_shape, msg.image.shape)
@@ -169,35 +187,54 @@ class _Worker:
         self._count_refit(report.refit)
         res = report.result
         assert res is not None  # a report without an exception carries the result
-        fg_ratio = float(np.count_nonzero(res.fgmask)) / res.fgmask.size
-        latency = (time.time_ns() - h["t_capture_ns"]) / 1e9
+        motion = self.motion.update(res.fgmask, msg.image.shape, h)
+        events = motion.events
         if report.light is not None:
             self.m.light_changes.inc()
             self.log.info("change of light absorbed: gain %.3f, offset %+.3f", report.light.gain, report.light.offset)
+            light = report.light
+            events.append(self.motion.events.light_change(h["seq"], h["t_capture_ns"], light.gain, light.offset))
+        latency = (time.time_ns() - h["t_capture_ns"]) / 1e9
         parts = encode(
             "mask",
             self.camera,
             self.epoch,
             self.seq,
             h["t_capture_ns"],
-            res.fgmask,
+            motion.fgmask,
             frame_seq=h["seq"],
             frame_epoch=h["epoch"],
             frame_index=h.get("frame_index"),
-            fg_ratio=fg_ratio,
             latency_s=latency,
             threshold=res.threshold,
+            **motion.header(),
             **self.stage.header(),
             **report.header(),
         )
         pub.send_multipart(parts, copy=False)
+        self.publish_events(events, pub)
         self.seq += 1
         self.m.end_to_end.observe(latency)
         self.m.processed.inc()
         self.m.masks_published.inc()
-        self.m.fg_ratio.set(fg_ratio)
+        self.m.fg_ratio.set(motion.fg_ratio)
+        for zone, fraction in motion.zones.items():
+            self.m.zone_fg_ratio[zone].set(fraction)
+        if self.view is not None:
+            self.view.offer(self.seq, msg.image, motion, latency)
         self.last = (msg.image, res)
         self.trim_due |= report.refit is not None
+
+    def publish_events(self, events: list[Event], pub: zmq.Socket) -> None:
+        """Publish ``events`` on ``event/<camera>/``, counted by zone and kind."""
+        for e in events:
+            parts = encode_event(self.camera, self.epoch, self.event_seq, e.t_capture_ns, e.event, **e.header())
+            pub.send_multipart(parts)
+            self.event_seq += 1
+            self.m.events[e.zone, e.event].inc()
+            if self.view is not None:
+                self.view.note({"event": e.event, "t_capture_ns": e.t_capture_ns, **e.header()})
+            self.log.debug("event %s in %s: %s", e.event, e.zone, e.fields)
 
     def trim_when_idle(self, pull: zmq.Socket) -> None:
         """Hand the freed heap of the refits that landed back to the OS, when due and no frame waits."""
@@ -222,9 +259,17 @@ class _Worker:
         if not r.converged:
             self.m.not_converged.inc()
 
-    def shutdown(self) -> None:
-        """Count the frames left waiting, abandon a running refit, write the last checkpoint and snapshot."""
+    def shutdown(self, pub: zmq.Socket) -> None:
+        """Count the frames left waiting, abandon a running refit, write the last checkpoint and snapshot.
+
+        Open motion events go into the checkpoint (ended at the next start, reason "restart");
+        without a state directory they are ended now, reason "stop".
+        """
         self.m.dropped["shutdown"].inc(len(self.intake))
+        if self.view is not None:
+            self.view.close()
+        if not self.ckpt:
+            self.publish_events(self.motion.events.end_all("stop"), pub)
         stage = self.stage
         # A refit still running is abandoned (it stops at its next iteration); the checkpoint
         # below holds the last installed solution, the last consistent state.
@@ -259,11 +304,16 @@ def run_worker(
     int
         Exit status: 0.
     """
-    serve(cfg.worker.metrics_port, "worker", cfg.camera, cfg.worker.metrics_address)
+    zones = [z.name for z in cfg.motion.zones] or ["frame"]
+    serve(cfg.worker.metrics_port, "worker", cfg.camera, cfg.worker.metrics_address, zones)
     sockets = _Sockets(cfg.worker, log)
+    worker = _Worker(cfg, log)
+    view_server = None
+    if worker.view is not None:
+        view_server = start_http(worker.view.app, cfg.view.address, cfg.view.port, "view")
+        log.info("live view on http://%s:%d/", cfg.view.address, cfg.view.port)
     if notify:
         notify("READY=1")
-    worker = _Worker(cfg, log)
     try:
         while not stop.is_set():
             for name, event in sockets.refused_peers():
@@ -281,7 +331,9 @@ def run_worker(
             if notify:
                 notify("WATCHDOG=1")
     finally:
-        worker.shutdown()
+        worker.shutdown(sockets.pub)
+        if view_server is not None:
+            view_server.shutdown()
         sockets.close()
         log.info("stopped: %d masks published, %d messages rejected", worker.seq, worker.rejected)
     return 0

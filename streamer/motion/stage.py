@@ -1,0 +1,121 @@
+"""The worker's motion stage: ignored areas out of the frame, then regions, zones and events of a mask.
+
+Before the model: :meth:`MotionStage.prepare` fills the ignored areas (:mod:`.zones`) and checks
+the polygons against the first frame's size. After it: :meth:`MotionStage.update` zeroes the
+ignored pixels of the mask, lists its regions (:mod:`.regions`), measures each zone's
+foreground fraction and runs the event detector (:mod:`.events`), in a typed result the worker
+publishes (docs/design.md, "Motion").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+import numpy as np
+
+from streamer.motion.events import FRAME, Event, EventDetector
+from streamer.motion.regions import Regions, find_regions
+from streamer.motion.zones import ZoneMap
+
+if TYPE_CHECKING:
+    from streamer.config import MotionConfig
+
+
+@dataclass(frozen=True)
+class MotionResult:
+    """What :meth:`MotionStage.update` made of one mask.
+
+    Attributes
+    ----------
+    fgmask : ndarray, shape (h, w), uint8
+        The mask with the ignored pixels zeroed (the model's own when nothing is ignored).
+    fg_ratio : float
+        Foreground fraction of the pixels not ignored, in [0, 1].
+    regions : Regions
+        Its connected components (input pixels).
+    zones : dict of str to float
+        Each named zone's foreground fraction, in [0, 1] (empty without named zones).
+    events : list of Event
+        The events this frame raised (:class:`streamer.motion.events.EventDetector`).
+    """
+
+    fgmask: np.ndarray
+    fg_ratio: float
+    regions: Regions
+    zones: dict[str, float]
+    events: list[Event]
+
+    def header(self) -> dict:
+        """The mask header's motion fields: ``fg_ratio``, ``regions``, ``regions_omitted``, ``zones``."""
+        return {
+            "fg_ratio": self.fg_ratio,
+            "regions": [r.header() for r in self.regions.listed],
+            "regions_omitted": self.regions.omitted,
+            "zones": {k: round(v, 6) for k, v in self.zones.items()},
+        }
+
+
+class MotionStage:
+    """Regions, zones and events of one camera's masks.
+
+    Parameters
+    ----------
+    cfg : streamer.config.MotionConfig
+    """
+
+    def __init__(self, cfg: MotionConfig) -> None:
+        self.cfg = cfg
+        self.ignore = [list(p) for p in cfg.ignore]
+        self.named = {z.name: list(z.polygon) for z in cfg.zones}
+        self.events = EventDetector(
+            list(self.named) or [FRAME], cfg.event_threshold, cfg.event_min_frames, cfg.event_quiet_frames
+        )
+        self._input: Optional[ZoneMap] = None  # rasterised at the input size, for prepare()
+        self._mask: Optional[ZoneMap] = None  # rasterised at the mask size
+
+    def _map(self, input_shape: tuple[int, int], mask_shape: tuple[int, int]) -> ZoneMap:
+        return ZoneMap(self.ignore, self.named, input_shape, mask_shape)
+
+    def prepare(self, frame: np.ndarray) -> np.ndarray:
+        """The frame the model sees: ``frame`` (h, w) uint8 with its ignored areas filled.
+
+        Raises
+        ------
+        streamer.config.ConfigError
+            If a polygon has a point outside this frame (checked at the first frame and at each
+            change of size): zones drawn for another size would be silently wrong.
+        """
+        if self._input is None or self._input.input_shape != frame.shape:
+            self.cfg.check_frame(frame.shape)
+            self._input = self._map(frame.shape, frame.shape)
+        return self._input.fill_ignored(frame)
+
+    def update(self, fgmask: np.ndarray, input_shape: tuple[int, int], header: dict) -> MotionResult:
+        """Regions, zones and events of the model's mask of one frame.
+
+        Parameters
+        ----------
+        fgmask : ndarray, shape (h, w), uint8
+            The model's mask, at the input or the processing size.
+        input_shape : (int, int)
+            ``(h, w)`` of the frame, input pixels.
+        header : dict
+            The frame's header (``epoch``, ``seq``, ``t_capture_ns``).
+        """
+        if self._mask is None or self._mask.input_shape != input_shape or self._mask.mask_shape != fgmask.shape:
+            self._mask = self._map(input_shape, fgmask.shape)
+        zm = self._mask
+        fgmask = zm.apply(fgmask)
+        fg_ratio = np.count_nonzero(fgmask) / zm.counted if zm.counted else 0.0
+        regions = find_regions(fgmask, self.cfg.min_area, self.cfg.max_regions, zm.scale)
+        zones = zm.fractions(fgmask)
+        fractions = zones or {FRAME: fg_ratio}
+        events = self.events.update(
+            header["epoch"],
+            header["seq"],
+            header["t_capture_ns"],
+            fractions,
+            lambda z: zm.box(fgmask, None if z == FRAME else z),
+        )
+        return MotionResult(fgmask, fg_ratio, regions, zones, events)
