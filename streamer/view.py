@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 JPEG_QUALITY = 80
 #: Events the page lists, newest first.
 EVENTS_SHOWN = 20
-#: Seconds a stream waits for a new frame before it checks whether the view closed.
+#: Seconds a stream waits for a new frame before it sends the last one again: the write is how a
+#: viewer who left is noticed (a paused camera would otherwise hold the stream open for ever).
 WAIT_S = 1.0
 #: Colours (BGR): the mask's overlay, region boxes, zone outlines, ignored areas.
 MASK_BGR, REGION_BGR, ZONE_BGR, IGNORE_BGR = (0, 0, 255), (0, 255, 0), (0, 255, 255), (128, 128, 128)
@@ -194,12 +195,12 @@ class LiveView:
             last, due = -1, 0.0
             while not self.closed:
                 with self._cond:
-                    self._cond.wait_for(functools.partial(self._news, last), WAIT_S)
+                    news = self._cond.wait_for(functools.partial(self._news, last), WAIT_S)
                     shown = self._shown
-                if self.closed or shown is None or shown.seq == last:
+                if self.closed or shown is None:
                     continue
                 wait = due - time.monotonic()
-                if wait > 0:
+                if news and wait > 0:
                     time.sleep(wait)
                     continue  # take the newest frame after the pause
                 last, due = shown.seq, time.monotonic() + self.period
