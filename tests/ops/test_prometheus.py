@@ -45,7 +45,9 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(tmp_path):
     prometheus = _need("prometheus")
     cport, wport, pport = free_port(), free_port(), free_port()
     frames, masks = tcp(), tcp()
-    worker = start_worker(frames, masks, wport)
+    zones = tmp_path / "zones.toml"  # the zone panels need a named zone
+    zones.write_text("[[motion.zones]]\nname = 'left'\npolygon = [[0, 0], [79, 0], [79, 119], [0, 119]]\n")
+    worker = start_worker(frames, masks, wport, "--config", zones)
     wait_for(lambda: scrape(wport), 20, "worker /metrics")
     capture = start_capture(frames, "synthetic:160x120", "--fps", 30, "--metrics-port", cport)
     # Issue 27: no static labels and job names of the operator's choosing; every label the
@@ -69,7 +71,7 @@ scrape_configs:
     try:
         dash = json.loads(DASHBOARD.read_text())
         exprs = [t["expr"].replace("$camera", "cam1") for p in dash["panels"] for t in p["targets"]]
-        assert len(exprs) >= 20
+        assert len(exprs) >= 23
         # Wait until the refits have run and several scrapes are in (first scrape ~5 s after start).
         wait_for(
             lambda: _safe(lambda: _query(pport, 'kdrsdl_solver_starts_total{camera="cam1",mode="warm"} > 0')),
