@@ -22,7 +22,7 @@ class Region:
         Foreground pixels of the component, input pixels (the mask's count times the scale's
         area when the mask is at the processing resolution).
     centroid : (float, float)
-        ``(x, y)`` of the component's pixels, input pixels.
+        ``(x, y)`` of the component's pixels, input pixels, rounded to 0.01 pixel.
     """
 
     box: tuple[int, int, int, int]
@@ -30,8 +30,8 @@ class Region:
     centroid: tuple[float, float]
 
     def header(self) -> dict:
-        """The JSON-able dict of one entry of the mask header's ``regions``."""
-        return {"box": list(self.box), "area": self.area, "centroid": [round(c, 2) for c in self.centroid]}
+        """The JSON-able dict of one entry of the mask header's ``regions`` (centroid to 0.01 pixel)."""
+        return {"box": list(self.box), "area": self.area, "centroid": list(self.centroid)}
 
 
 @dataclass(frozen=True)
@@ -80,17 +80,22 @@ def find_regions(
         raise ValueError(f"fgmask must be a 2-D uint8 array, got {fgmask.dtype} of shape {fgmask.shape}")
     if not fgmask.any():
         return Regions([], 0)
-    n, _, stats, centroids = cv2.connectedComponentsWithStats(fgmask, connectivity=8)
+    # Grana's block-based algorithm: the fastest of OpenCV's on masks of 320 x 240, with one
+    # thread or two (0.16-0.23 ms against 0.23-0.42 ms for the default; docs/results.md).
+    _, _, stats, centroids = cv2.connectedComponentsWithStatsWithAlgorithm(fgmask, 8, cv2.CV_32S, cv2.CCL_GRANA)
     sx, sy = scale
-    areas = stats[1:, cv2.CC_STAT_AREA] * (sx * sy)
-    keep = np.flatnonzero(areas >= min_area) + 1
+    stats, centroids = stats[1:], centroids[1:]  # label 0 is the background
+    areas = stats[:, cv2.CC_STAT_AREA] * (sx * sy)
+    keep = np.flatnonzero(areas >= min_area)
     # Largest first; equal areas top-left first, so that the order is the same on every run.
-    left, top, area = (stats[keep, c] for c in (cv2.CC_STAT_LEFT, cv2.CC_STAT_TOP, cv2.CC_STAT_AREA))
-    keep = keep[np.lexsort((left, top, -area))]
-    listed = []
-    for i in keep[:max_regions]:
-        x, y, w, h = stats[i, :4]
-        box = (int(x * sx), int(y * sy), int(round((x + w) * sx)) - int(x * sx), int(round((y + h) * sy)) - int(y * sy))
-        cx, cy = centroids[i]
-        listed.append(Region(box, int(round(areas[i - 1])), ((cx + 0.5) * sx - 0.5, (cy + 0.5) * sy - 0.5)))
-    return Regions(listed, max(0, len(keep) - max_regions))
+    left, top = stats[keep, cv2.CC_STAT_LEFT], stats[keep, cv2.CC_STAT_TOP]
+    keep = keep[np.lexsort((left, top, -stats[keep, cv2.CC_STAT_AREA]))][:max_regions]
+    x, y, w, h = stats[keep, :4].T
+    x0, y0 = (x * sx).astype(int), (y * sy).astype(int)
+    boxes = np.stack([x0, y0, np.rint((x + w) * sx).astype(int) - x0, np.rint((y + h) * sy).astype(int) - y0], 1)
+    cents = np.round((centroids[keep] + 0.5) * (sx, sy) - 0.5, 2)
+    listed = [
+        Region(tuple(b), a, tuple(c))  # type: ignore[arg-type]
+        for b, a, c in zip(boxes.tolist(), np.rint(areas[keep]).astype(int).tolist(), cents.tolist(), strict=True)
+    ]
+    return Regions(listed, int(np.count_nonzero(areas >= min_area)) - len(listed))

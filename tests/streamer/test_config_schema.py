@@ -137,3 +137,17 @@ def test_every_subcommand_takes_log_level():
     assert set(subs) == {"capture", "worker", "subscribe", "keygen", "run", "evaluate"}
     for name, sub in subs.items():
         assert any("--log-level" in a.option_strings for a in sub._actions), name
+
+
+def test_the_documented_example_configuration_loads(tmp_path):
+    """docs/configuration.md's example is a file that loads, [motion] and [view] included."""
+    import re
+
+    from conftest import ROOT
+
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    path = tmp_path / "example.toml"
+    path.write_text(re.search(r"```toml\n(.*?)```", text, re.S).group(1))
+    cfg = load(str(path))
+    assert [z.name for z in cfg.motion.zones] == ["driveway"] and len(cfg.motion.ignore) == 1
+    assert cfg.view.port == 0 and cfg.view.address == "127.0.0.1"

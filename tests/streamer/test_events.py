@@ -260,3 +260,28 @@ def test_subscribe_events_prints_each_event_as_a_json_line(tmp_path):
     lines = [json.loads(line) for line in out.decode().splitlines()]
     assert [(e["event"], e["zone"]) for e in lines] == [("start", "door"), ("end", "door")], err.decode()[-2000:]
     assert "received 2 events" in err.decode()
+
+
+def test_the_readme_event_consumer_prints_what_the_worker_sends(tmp_path):
+    """The README's Python consumer of events, run as a user runs it, against a real worker."""
+    import re
+    import sys
+
+    from conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    code = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "event/cam1/" in b)
+    run = Run(tmp_path)
+    script = tmp_path / "consumer.py"
+    script.write_text(code.replace("tcp://127.0.0.1:5560", run.masks))
+    consumer = subprocess.Popen([sys.executable, "-u", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.5)  # the subscription travels before the first event
+    for t in range(ENTER + W // SPEED + QUIET + 2):
+        run.send(t)
+    time.sleep(0.5)
+    consumer.terminate()
+    out, err = consumer.communicate(timeout=10)
+    run.close()
+    lines = out.decode().splitlines()
+    assert lines[0] == "door start", (lines, err.decode()[-2000:])
+    assert re.fullmatch(r"door: motion for \d+\.\d s, peak \d+%, box \[\d+, \d+, \d+, \d+\]", lines[1]), lines
