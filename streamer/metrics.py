@@ -10,7 +10,7 @@ import platform
 import socketserver
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import Counter, Gauge, Histogram, make_wsgi_app
@@ -246,7 +246,7 @@ def serve(
     return start_http(_app(), addr, port, "metrics")
 
 
-def start_http(app, addr: str, port: int, name: str) -> WSGIServer:
+def start_http(app: Callable[..., Iterable[bytes]], addr: str, port: int, name: str) -> WSGIServer:
     """Serve the WSGI ``app`` on ``addr:port`` from a daemon thread, a thread per request (quiet log).
 
     Raises

@@ -23,7 +23,7 @@ import functools
 import json
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -193,6 +193,9 @@ class LiveView:
         self._set_gauge()
         try:
             last, due = -1, 0.0
+            # Each part ends with the next boundary: a browser shows a part when it sees the
+            # boundary after it, so a part that waited for the next frame would show late.
+            yield f"--{BOUNDARY}\r\n".encode()
             while not self.closed:
                 with self._cond:
                     news = self._cond.wait_for(functools.partial(self._news, last), WAIT_S)
@@ -205,11 +208,8 @@ class LiveView:
                     continue  # take the newest frame after the pause
                 last, due = shown.seq, time.monotonic() + self.period
                 jpeg = self._jpeg_of(shown)
-                yield (
-                    f"--{BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: {len(jpeg)}\r\n\r\n".encode()
-                    + jpeg
-                    + b"\r\n"
-                )
+                head = f"Content-Type: image/jpeg\r\nContent-Length: {len(jpeg)}\r\n\r\n".encode()
+                yield head + jpeg + f"\r\n--{BOUNDARY}\r\n".encode()
         finally:
             with self._cond:
                 self.viewers -= 1
@@ -223,7 +223,7 @@ class LiveView:
         if self._gauge is not None:
             self._gauge.set(self.viewers)
 
-    def app(self, environ: dict, start_response) -> Iterator[bytes] | list[bytes]:
+    def app(self, environ: dict, start_response: Callable[..., Any]) -> Iterator[bytes] | list[bytes]:
         """The WSGI application: ``/``, ``/stream.mjpeg``, ``/state.json``; 404 otherwise."""
         path = environ.get("PATH_INFO", "/")
         nocache = ("Cache-Control", "no-store")

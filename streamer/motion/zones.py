@@ -43,7 +43,9 @@ def check_inside(polygon: Sequence[Sequence[float]], shape: tuple[int, int], wha
             )
 
 
-def rasterise(polygons: Sequence[Sequence[Sequence[float]]], shape: tuple[int, int], scale=(1.0, 1.0)) -> np.ndarray:
+def rasterise(
+    polygons: Sequence[Sequence[Sequence[float]]], shape: tuple[int, int], scale: tuple[float, float] = (1.0, 1.0)
+) -> np.ndarray:
     """The union of ``polygons`` as a (h, w) bool mask at ``shape``.
 
     ``scale`` ``(sx, sy)`` is input pixels per pixel of ``shape``: a polygon's points are divided

@@ -62,15 +62,22 @@ def test_the_page_shows_the_mask_in_colour_the_zone_and_the_events(tmp_path, bro
         time.sleep(0.02)
     page.wait_for_selector("li.event", timeout=10_000)
     assert "start door" in page.inner_text("#events")
-    time.sleep(0.5)  # a preview frame of the last frame (at most 10 a second)
-    img = _pixels(page.locator("#stream").screenshot())
-    # the frame at its own size (the element may start at a fractional row: one more row captured)
-    assert img.shape[0] - 120 in (0, 1) and img.shape[1] - 160 in (0, 1), img.shape
-    img = img[:120, :160]
     _, (x, y, w, h) = frame(inside)
-    b, g, r = img[y + 4 : y + h - 4, x + 4 : x + w - 4].reshape(-1, 3).astype(int).T
-    # the mask's overlay: the white square tinted red (JPEG blurs a pixel or two at the edges)
-    assert np.median(r - np.maximum(g, b)) > 80, (np.median(r), np.median(g), np.median(b))
+
+    def shot():
+        img = _pixels(page.locator("#stream").screenshot())
+        # the frame at its own size (the element may start at a fractional row: one more row captured)
+        assert img.shape[0] - 120 in (0, 1) and img.shape[1] - 160 in (0, 1), img.shape
+        return img[:120, :160]
+
+    def redness(img):
+        b, g, r = img[y + 4 : y + h - 4, x + 4 : x + w - 4].reshape(-1, 3).astype(int).T
+        return np.median(r - np.maximum(g, b))
+
+    # the mask's overlay: the white square tinted red where the last frame has it (JPEG blurs a
+    # pixel or two at the edges). The browser may still paint an earlier frame for a moment: the
+    # preview of the last one comes within 1/preview_fps s, and is waited for up to 10 s.
+    (img,) = wait_for(lambda: (lambda i: [i] if redness(i) > 80 else None)(shot()), 10, "the object in red")
     # outside the object, away from the zone: grey
     bg = img[100:115, 5:60].reshape(-1, 3).astype(int)
     assert np.abs(bg[:, 2] - bg[:, 1]).max() < 25
