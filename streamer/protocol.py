@@ -81,6 +81,11 @@ def validate_camera(camera: object) -> str:
     return camera
 
 
+def _common(camera: str, epoch: str, seq: int, t_capture_ns: int) -> dict[str, Any]:
+    """The header fields every kind of message carries first."""
+    return {"v": VERSION, "camera": camera, "epoch": epoch, "seq": int(seq), "t_capture_ns": int(t_capture_ns)}
+
+
 def encode(
     kind: str, camera: str, epoch: str, seq: int, t_capture_ns: int, image: np.ndarray, **extra: Any
 ) -> list[bytes | memoryview]:
@@ -107,11 +112,7 @@ def encode(
     """
     image = np.ascontiguousarray(image)
     header = {
-        "v": VERSION,
-        "camera": camera,
-        "epoch": epoch,
-        "seq": int(seq),
-        "t_capture_ns": int(t_capture_ns),
+        **_common(camera, epoch, seq, t_capture_ns),
         "shape": list(image.shape),
         "dtype": str(image.dtype),
         "encoding": "raw",
@@ -140,11 +141,7 @@ def encode_event(camera: str, epoch: str, seq: int, t_capture_ns: int, event: st
         ``[topic, header, b""]``: the header has ``encoding`` "none" and no ``shape``.
     """
     header = {
-        "v": VERSION,
-        "camera": camera,
-        "epoch": epoch,
-        "seq": int(seq),
-        "t_capture_ns": int(t_capture_ns),
+        **_common(camera, epoch, seq, t_capture_ns),
         "encoding": "none",
         "event": event,
         **fields,

@@ -31,16 +31,16 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "streamer"))
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
 
+from bench_stream import frames  # noqa: E402
 from helpers import free_port, scrape, start_capture, start_worker, stop, wait_for  # noqa: E402
 
-from core.evaluation.scene import SyntheticScene  # noqa: E402
 from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
 from streamer.config import MotionConfig, ZoneConfig  # noqa: E402
 from streamer.motion.stage import MotionStage  # noqa: E402
 from streamer.view import LiveView  # noqa: E402
 
-HIGHWAY = ROOT.parent / "shared" / "data" / "cdnet2014" / "baseline" / "highway"
 VIDEO = ROOT.parent / "shared" / "data" / "video" / "motorway_320x240.avi"
 ZONES = [
     ZoneConfig(name="near_lane", polygon=[(0, 120), (319, 120), (319, 239), (0, 239)]),
@@ -57,15 +57,6 @@ polygon = [[0, 120], [319, 120], [319, 239], [0, 239]]
 name = "far_lane"
 polygon = [[100, 40], [220, 40], [260, 119], [60, 119]]
 """
-
-
-def frames(n):
-    if HIGHWAY.exists():
-        return "CDnet highway 320x240", [
-            cv2.imread(str(HIGHWAY / "input" / f"in{i:06d}.jpg"), cv2.IMREAD_GRAYSCALE) for i in range(1, n + 1)
-        ]
-    scene = SyntheticScene(240, 320)
-    return "synthetic scene 320x240", [scene.frame_uint8(t) for t in range(n)]
 
 
 def best_ms(fn, items, rounds=3):
