@@ -109,6 +109,10 @@ class WorkerConfig(_Strict):
     rcvhwm: int = Field(4, ge=1, le=10000)
     backlog: int = Field(2, ge=1, le=1000, description="frames kept waiting; older ones are dropped")
     max_side: int = Field(4096, ge=16, le=8192)
+    blas_threads: int = Field(
+        1, ge=1, le=256, description="threads of each BLAS and OpenMP pool, whatever the environment says"
+    )
+    opencv_threads: int = Field(1, ge=1, le=256, description="OpenCV's threads")
     snapshot: Optional[str] = Field(None, description="PNG written at stop: frame | background | score | mask")
     state_dir: Optional[str] = Field(None, description="directory of the model checkpoint <camera>.npz; None = off")
     checkpoint_interval_s: float = Field(60.0, gt=0, le=86400, description="seconds between checkpoints")

@@ -34,6 +34,7 @@ from streamer.metrics import WorkerMetrics, serve, start_http
 from streamer.model_stage import ModelStage
 from streamer.motion.stage import MotionStage
 from streamer.protocol import REJECT_LOG_EVERY, Message, encode, encode_event, new_epoch
+from streamer.threads import limit_threads
 from streamer.view import LiveView
 
 if TYPE_CHECKING:
@@ -304,6 +305,7 @@ def run_worker(
     int
         Exit status: 0.
     """
+    log.info(limit_threads(cfg.worker.blas_threads, cfg.worker.opencv_threads))
     zones = [z.name for z in cfg.motion.zones] or ["frame"]
     serve(cfg.worker.metrics_port, "worker", cfg.camera, cfg.worker.metrics_address, zones)
     sockets = _Sockets(cfg.worker, log)

@@ -1,0 +1,47 @@
+"""The worker sets its own BLAS, OpenMP and OpenCV threads, whatever the environment says (issue 26)."""
+
+import os
+import subprocess
+import sys
+
+from helpers import free_port, scrape, stop, tcp, wait_for
+
+#: A user's shell: no thread variable at all.
+BARE = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+
+PROBE = """
+import cv2
+from threadpoolctl import threadpool_info
+from streamer.threads import limit_threads
+before = max(p["num_threads"] for p in threadpool_info())
+print(before, cv2.getNumThreads())
+print(limit_threads(1, 1))
+print(max(p["num_threads"] for p in threadpool_info()), cv2.getNumThreads())
+"""
+
+
+def test_limit_threads_brings_every_pool_to_the_budget():
+    out = subprocess.run([sys.executable, "-c", PROBE], env=BARE, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    before, said, after = out.stdout.splitlines()
+    if os.cpu_count() > 1:  # without the limit, OpenBLAS and OpenCV take every core
+        assert before == f"{os.cpu_count()} {os.cpu_count()}", before
+    assert after == "1 1", (said, after)
+    assert "openblas 1" in said and "OpenCV 1" in said
+
+
+def test_the_worker_limits_its_threads_with_no_variable_in_the_environment(tmp_path):
+    cfg = tmp_path / "w.toml"
+    cfg.write_text("[worker]\nopencv_threads = 2\n")  # an operator's explicit setting wins
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamer", "worker", "--config", cfg, "--frames-endpoint", tcp(),
+         "--masks-endpoint", tcp(), "--metrics-port", str(port)],
+        env=BARE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    wait_for(lambda: scrape(port), 20, "the worker's /metrics")
+    rc, _, err = stop(proc)
+    assert rc == 0, err[-2000:]
+    line = next(x for x in err.splitlines() if "threads:" in x)
+    assert "openblas 1" in line and "OpenCV 2" in line, line
+    assert "openblas 2" not in line
