@@ -149,6 +149,13 @@ def encode_event(camera: str, epoch: str, seq: int, t_capture_ns: int, event: st
     return [topic("event", camera), json.dumps(header, separators=(",", ":")).encode(), b""]
 
 
+def _view(part: Any) -> bytes | memoryview:
+    """A part's bytes without a copy: a ``zmq.Frame``'s buffer (received with ``copy=False``), or the part."""
+    if hasattr(part, "buffer"):
+        return part.buffer
+    return part if isinstance(part, (bytes, memoryview)) else bytes(part)
+
+
 def _envelope(parts: Sequence[Any], kind: str) -> tuple[dict, Any]:
     """The checks every kind shares: parts, topic, header JSON, version, common fields, camera.
 
@@ -156,9 +163,7 @@ def _envelope(parts: Sequence[Any], kind: str) -> tuple[dict, Any]:
     """
     if len(parts) != 3:
         raise ProtocolError("parts", f"expected 3 parts, got {len(parts)}")
-    t, h, payload = (
-        p.bytes if hasattr(p, "bytes") else bytes(p) if not isinstance(p, (bytes, memoryview)) else p for p in parts
-    )
+    t, h, payload = (_view(p) for p in parts)
     t = bytes(t)
     if not (t.startswith(kind.encode() + b"/") and t.endswith(b"/") and len(t) <= 128):
         raise ProtocolError("topic", f"topic {t[:64]!r} is not {kind}/<camera>/")
