@@ -43,7 +43,7 @@ P99_LIMIT_S = 0.100
 
 def kdrsdl(*args):
     return subprocess.Popen(
-        [sys.executable, "-m", "streamer", *map(str, args)], env=BARE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, "-m", "streamer", *map(str, args)], env=BARE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
 
 
@@ -70,7 +70,10 @@ def cameras(n, path, tmp, warmup, seconds):
             kdrsdl("capture", "--camera", f"c{i}", "--source", path, "--loop", "--fps", 30,
                    "--frames-endpoint", f"ipc://{tmp}/f{n}-{i}")
         )  # fmt: skip
-    time.sleep(warmup)
+    end_warmup = time.monotonic() + warmup
+    while time.monotonic() < end_warmup:  # the warm-up's masks are read and not counted
+        if sub.poll(100):
+            sub.recv_multipart()
     before = [scrape(p) for p in ports]
     lat, t_end = [], time.monotonic() + seconds
     while time.monotonic() < t_end:
