@@ -221,6 +221,241 @@ def _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance):
     return A, B, K, R, Lam, Y, M, init.muK0, mu, muK
 
 
+def _check_args(X, rank, lam, alpha, tol, rho, max_iter, init, backoff):
+    """The arguments of :func:`kdrsdl` checked and completed with their defaults.
+
+    Returns
+    -------
+    tuple
+        ``(X, r, lam, alpha, tol, rho, backoff)``: ``X`` C-contiguous, ``r`` an int, the rest floats.
+
+    Raises
+    ------
+    ValueError
+        As :func:`kdrsdl` lists.
+    """
+    X = _validate_X(X)
+    N, m, n = X.shape
+    if rank is None:
+        rank = min(m, n)
+    if not isinstance(rank, (int, np.integer)) or not 1 <= rank <= min(m, n):
+        raise ValueError(f"rank must be an integer in 1..{min(m, n)} (min(m, n)), got {rank!r}")
+    lam = _positive("lam", 1.0 / np.sqrt(N * max(m, n)) if lam is None else lam)
+    alpha = _positive("alpha", alpha)
+    tol = _positive("tol", tol)
+    rho = float(rho)
+    if not (np.isfinite(rho) and rho > 1):
+        raise ValueError(f"rho must be a finite number > 1, got {rho!r}")
+    if not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    if init is not None and not isinstance(init, KDRSDLState):
+        raise ValueError(f"init must be a KDRSDLState (result.state), got {type(init).__name__}")
+    if backoff is None:
+        backoff = 20 if init is not None and init.n_slices < N else 0
+    if not (np.isfinite(backoff) and backoff >= 0):
+        raise ValueError(f"backoff must be a finite number >= 0, got {backoff!r}")
+    return X, int(rank), lam, alpha, tol, rho, backoff
+
+
+@dataclass
+class _Pixels:
+    """The loop's pixel-sized arrays, unfolded (m, N, n), and the constants the sweep reads.
+
+    Two scaled variables stand for S and Lambda (the same iterates, fewer passes; :func:`_sweep`):
+    ``T = S / mu = Xt + Lambda / mu`` and ``Q = Lambda / mu``, with mu the penalty of the E step
+    that reads them. ``TB`` is ``T_i B`` (m, N, r), made block by block with ``T``. ``E`` is
+    double-buffered (``E``, ``E_prev``): a sweep makes iteration k + 1's E before iteration k's
+    criterion is known. ``W`` and ``LK`` are block scratch (rows of the largest block, N, n).
+    """
+
+    X1: np.ndarray
+    X_mean: np.ndarray | None  # mean over frames of X (mean mode), (m, n)
+    lam: float
+    T: np.ndarray
+    Q: np.ndarray
+    TB: np.ndarray
+    E: np.ndarray
+    E_prev: np.ndarray
+    W: np.ndarray
+    LK: np.ndarray
+    blocks: list[slice]
+
+    @classmethod
+    def allocate(cls, X1, Lam, mu, r, lam, mean):
+        """Buffers for frames ``X1`` (m, N, n); ``Lam`` (the solver's own array) becomes ``Q``."""
+        m, N, n = X1.shape
+        blocks = row_blocks(m, N * n * X1.itemsize)
+        k_max = max(b.stop - b.start for b in blocks)
+        Lam *= 1.0 / mu
+        return cls(
+            X1=X1,
+            X_mean=X1.mean(axis=1) if mean else None,
+            lam=lam,
+            T=np.empty_like(X1),
+            Q=Lam,
+            TB=np.empty((m, N, r), dtype=X1.dtype),
+            E=np.empty_like(X1),
+            E_prev=np.empty_like(X1),
+            W=np.empty((k_max, N, n), dtype=X1.dtype),
+            LK=np.empty((k_max, N, n), dtype=X1.dtype),
+            blocks=blocks,
+        )
+
+
+def _sweep(px, rows, AK, AR, B, M, c, E, mu):
+    """Iteration k's step 7 and criterion, then iteration k + 1's steps 1-2, on ``rows``.
+
+    ``AK`` = A K_i (m, N, r); ``AR`` = A R_i (m, N, r) of iteration k, or None in the first
+    sweep (no iteration k); ``c`` = mu_k / mu_{k+1}. ``E`` is the buffer for iteration k + 1's
+    E, or None in a final sweep (no iteration k + 1); ``mu`` = mu_{k+1}. ``M`` (mean mode, else
+    None) is updated in place. Returns, over these rows, the per-slice sums of
+    ``|Xt - A R_i B^T|^2`` (iteration k's stopping criterion, divided through by mu_k), or None.
+
+    With ``T = S / mu`` and ``Q = Lambda / mu`` (mu = mu_k before step 7):
+      criterion  mu_k (Xt - A R_i B^T) / mu_k = T - Q - A R_i B^T
+      step 7     Lambda <- S - mu_k A K_i B^T,  so  Q <- c (T - A K_i B^T)
+      step 1     Z = X - M - A K_i B^T + Q,  E = shrink(Z) = Z - clip(Z)
+      step 2     T = Xt + Q = A K_i B^T + clip(Z) + M - M'
+    (``Xt = X - E - M'`` substituted: exactly the same quantity, fewer passes).
+    """
+    k = rows.stop - rows.start
+    w, lk, t, q = px.W[:k], px.LK[:k], px.T[rows], px.Q[rows]
+    right_unfolded(AK[rows], B.T, out=lk)
+    partial = None
+    if AR is not None:
+        right_unfolded(AR[rows], B.T, out=w)
+        np.subtract(t, w, out=w)
+        w -= q
+        partial = np.einsum("ain,ain->i", w, w).astype(np.float64)
+        np.subtract(t, lk, out=q)
+        if c != 1.0:
+            q *= c
+    if E is None:
+        return partial
+    e = E[rows]
+    np.add(q, px.X1[rows], out=e)
+    e -= lk
+    if M is not None:
+        e -= M[rows, None, :]
+    shrink(e, px.lam / mu, out=e, work=w)  # w = clip(Z, -lam/mu, lam/mu)
+    np.add(lk, w, out=t)
+    if M is not None:
+        # robust mean M' = mean_i (X_i - E_i) (docs/algorithm.md, "The robust mean")
+        M_new = px.X_mean[rows] - e.mean(axis=1)
+        t += (M[rows] - M_new)[:, None, :]
+        M[rows] = M_new
+    right_unfolded(t, B, out=px.TB[rows])
+    return partial
+
+
+def _update_dictionary(TB, T, K, B, mu):
+    """Steps 3 and 4: the new A, then the new B with it.
+
+    ``A = (sum_i S_i B K_i^T) / (I + mu sum_i K_i B^T B K_i^T)`` and
+    ``B = (sum_i S_i^T A K_i) / (I + mu sum_i K_i^T A^T A K_i)``, right divisions by symmetric
+    matrices >= I through their eigendecomposition, never an explicit inverse.
+
+    Parameters
+    ----------
+    TB : ndarray, shape (m, N, r)
+        ``T_i B`` with ``T = S / mu`` (unfolded).
+    T : ndarray, shape (m, N, n)
+        ``S / mu`` (unfolded).
+    K : ndarray, shape (r, N, r)
+        The cores (unfolded).
+    B : ndarray, shape (n, r)
+    mu : float
+
+    Returns
+    -------
+    A : ndarray, shape (m, r)
+    B : ndarray, shape (n, r)
+    AtT : ndarray, shape (r * N, n)
+        ``A^T T_i`` with the new A, stacked: it serves the B step and the Stein step's
+        ``A^T S_i B`` (one pass over T).
+
+    Raises
+    ------
+    FloatingPointError
+        If a core is not finite (the solve diverged).
+    """
+    dt = T.dtype
+    r, N, _ = K.shape
+    m = T.shape[0]
+    eye = np.eye(r)
+    K2 = K.reshape(r, N * r)  # [p, (i, q)] = K_i[p, q]
+    if not np.isfinite(K2).all():
+        raise FloatingPointError("KDRSDL diverged: non-finite cores")
+    num = (TB.reshape(m, N * r) @ K2.T) * dt.type(mu)  # S_i B = mu T_i B
+    KBtB = K2.reshape(r * N, r) @ (B.T @ B)  # (r, N, r): K_i B^T B
+    G = eye + mu * (KBtB.reshape(r, N * r) @ K2.T).astype(np.float64)
+    A = _right_divide_spd(num, G, dt)
+    AtT = left_unfolded(A.T, T).reshape(r * N, -1)  # (r, N, n): A^T S_i / mu
+    num = (AtT.T @ K2.reshape(r * N, r)) * dt.type(mu)
+    AtAK = (A.T @ A) @ K2  # (r, N, r): A^T A K_i
+    G = eye + mu * (K2.reshape(r * N, r).T @ AtAK.reshape(r * N, r)).astype(np.float64)
+    B = _right_divide_spd(num, G, dt)
+    return A, B, AtT
+
+
+def _update_cores(AtT, A, B, R, Y, mu, muK, alpha):
+    """Steps 5, 6 and 7 for Y: K by the Stein equation, R by shrinkage, then Y.
+
+    ``muK K_i + mu A^T A K_i B^T B = A^T S_i B + muK R_i + Y_i``;
+    ``R = shrink(K - Y / muK, alpha / muK)``; ``Y += muK (R - K)``.
+
+    Parameters
+    ----------
+    AtT : ndarray, shape (r * N, n)
+        ``A^T S_i / mu`` stacked (from :func:`_update_dictionary`).
+    A : ndarray, shape (m, r)
+    B : ndarray, shape (n, r)
+    R, Y : ndarray, shape (r, N, r)
+        The previous cores and their multipliers (unfolded); ``Y`` is updated in place.
+    mu, muK, alpha : float
+
+    Returns
+    -------
+    K, R, Y : ndarray, shape (r, N, r)
+    err_split : float
+        ``max_i |R_i - K_i|_F / |R_i|_F``, the split half of the stopping criterion.
+    """
+    C = (AtT @ B).reshape(R.shape)
+    C *= mu
+    C += muK * R
+    C += Y
+    K = stein_solve_unfolded(A.T @ A, B.T @ B, C, mu, muK)
+    RmK = K - Y / muK
+    R = shrink(RmK, alpha / muK)
+    np.subtract(R, K, out=RmK)
+    R_norms = slice_norms_unfolded(R)
+    err_split = float(np.max(slice_norms_unfolded(RmK) / np.where(R_norms > 0, R_norms, 1.0)))
+    RmK *= muK
+    Y += RmK
+    return K, R, Y, err_split
+
+
+def _package(A, B, K, R, E, Q, Y, M, mu, muK, muK0, err_rec, err_split, converged, warm):
+    """The result: Lambda from ``Q = Lambda / mu``, (N, ...) views of the unfolded arrays."""
+    Lam = Q
+    Lam *= mu
+    K, R, E, Lam, Y = (fold(U) for U in (K, R, E, Lam, Y))
+    state = KDRSDLState(A=A, B=B, K=K, R=R, E=E, Lam=Lam, Y=Y, M=M, mu=mu, muK=muK, muK0=muK0)
+    return KDRSDLResult(
+        A=A,
+        B=B,
+        R=R,
+        E=E,
+        M=M,
+        n_iter=len(err_rec),
+        converged=converged,
+        err_rec=np.asarray(err_rec),
+        err_split=np.asarray(err_split),
+        warm_start=warm,
+        state=state,
+    )
+
+
 def kdrsdl(
     X: np.ndarray,
     rank: int | None = None,
@@ -345,131 +580,45 @@ def kdrsdl(
     (:mod:`core.solver.blocks`): iteration k's Lambda update and reconstruction
     criterion, then iteration k + 1's E, M and S steps. ``A R_i B^T`` and
     ``A K_i B^T`` are formed one block at a time and never stored whole, and
-    ``S / mu`` and ``Lambda / mu`` stand for S and Lambda (see ``sweep``): the
+    ``S / mu`` and ``Lambda / mu`` stand for S and Lambda (see :func:`_sweep`): the
     same iterates as the paper's, in fewer passes over memory. When the criterion
     of iteration k is met, the E and M that the sweep already made for k + 1 are
     discarded (E is double-buffered). Results are returned as (N, ...) views of
     the unfolded arrays: ``E``, ``R`` and the state's stacks are not C-contiguous.
     """
-    X = _validate_X(X)
+    X, r, lam, alpha, tol, rho, backoff = _check_args(X, rank, lam, alpha, tol, rho, max_iter, init, backoff)
     N, m, n = X.shape
     dt = X.dtype
-    if rank is None:
-        rank = min(m, n)
-    if not isinstance(rank, (int, np.integer)) or not 1 <= rank <= min(m, n):
-        raise ValueError(f"rank must be an integer in 1..{min(m, n)} (min(m, n)), got {rank!r}")
-    r = int(rank)
-    lam = _positive("lam", 1.0 / np.sqrt(N * max(m, n)) if lam is None else lam)
-    alpha = _positive("alpha", alpha)
-    tol = _positive("tol", tol)
-    rho = float(rho)
-    if not (np.isfinite(rho) and rho > 1):
-        raise ValueError(f"rho must be a finite number > 1, got {rho!r}")
-    if not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
-    if init is not None and not isinstance(init, KDRSDLState):
-        raise ValueError(f"init must be a KDRSDLState (result.state), got {type(init).__name__}")
-    if backoff is None:
-        backoff = 20 if init is not None and init.n_slices < N else 0
-    if not (np.isfinite(backoff) and backoff >= 0):
-        raise ValueError(f"backoff must be a finite number >= 0, got {backoff!r}")
-
     X1 = unfold(X)  # (m, N, n): the loop's layout (core.solver.products)
     X_norms = slice_norms_unfolded(X1, np.float64)
     X_norms_safe = np.where(X_norms > 0, X_norms, 1.0)
     total = X_norms.sum()
     mu0 = float(ETA * N / total) if total > 0 else ETA
     mu_max = MU_CAP * mu0
-
     if init is None:
         A, B, K, R, Lam, Y, M, muK0 = _cold_init(X, r, mean, align_signs, cancel)
         mu, muK = mu0, muK0
     else:
         A, B, K, R, Lam, Y, M, muK0, mu, muK = _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance)
     muK_max = MU_CAP * muK0
-    X_mean = X1.mean(axis=1) if mean else None
+    px = _Pixels.allocate(X1, Lam, mu, r, lam, mean)
 
-    # Unfolded throughout: pixel stacks (m, N, n), cores (r, N, r); every product
-    # is one GEMM on a reshape, with no transposed copies (core.solver.products).
-    # Everything of size (m, N, n) but A^T S_i runs in one sweep per iteration
-    # over row blocks that stay in cache (core.solver.blocks): iteration k's step 7 and
-    # criterion, then iteration k + 1's steps 1-2 on the same block. A R_i B^T and
-    # A K_i B^T are made one block at a time and never stored whole. Two scaled
-    # variables stand for S and Lambda (same iterates, fewer passes; ``sweep``):
-    #   T = S / mu = Xt + Lambda / mu,   Q = Lambda / mu,
-    # with mu the penalty of the E step that reads them.
-    eye = np.eye(r)
-    T = np.empty_like(X1)
-    Q = Lam  # Lam is the solver's own array here
-    Q *= 1.0 / mu
-    TB = np.empty((m, N, r), dtype=dt)  # T_i B, made block by block with T
-    E = np.empty_like(X1)  # E, double-buffered: the sweep makes
-    E_prev = np.empty_like(X1)  # k + 1's before k's criterion is known
-    M_prev = None
-    blocks = row_blocks(m, N * n * X1.itemsize)
-    k_max = max(b.stop - b.start for b in blocks)
-    W = np.empty((k_max, N, n), dtype=dt)  # block scratch: A R_i B^T, then clip(Z)
-    LK = np.empty_like(W)  # block scratch: A K_i B^T
     AK = left_unfolded(A, K)  # A K_i
-    err_rec, err_split = [], []
-    converged = False
-
-    def sweep(rows, AR, c, E, mu):
-        """Iteration k's step 7 and criterion, then iteration k + 1's steps 1-2, on rows.
-
-        ``AR`` = A R_i (m, N, r) of iteration k, or None in the first sweep (no
-        iteration k); ``c`` = mu_k / mu_{k+1}. ``E`` is the buffer for iteration
-        k + 1's E, or None in a final sweep (no iteration k + 1); ``mu`` = mu_{k+1}.
-        Returns, over these rows, the per-slice sums of ``|Xt - A R_i B^T|^2``
-        (iteration k's stopping criterion, divided through by mu_k), or None.
-
-        With ``T = S / mu`` and ``Q = Lambda / mu`` (mu = mu_k before step 7):
-          criterion  mu_k (Xt - A R_i B^T) / mu_k = T - Q - A R_i B^T
-          step 7     Lambda <- S - mu_k A K_i B^T,  so  Q <- c (T - A K_i B^T)
-          step 1     Z = X - M - A K_i B^T + Q,  E = shrink(Z) = Z - clip(Z)
-          step 2     T = Xt + Q = A K_i B^T + clip(Z) + M - M'
-        (``Xt = X - E - M'`` substituted: exactly the same quantity, fewer passes).
-        """
-        k = rows.stop - rows.start
-        w, lk, t, q = W[:k], LK[:k], T[rows], Q[rows]
-        right_unfolded(AK[rows], B.T, out=lk)
-        partial = None
-        if AR is not None:
-            right_unfolded(AR[rows], B.T, out=w)
-            np.subtract(t, w, out=w)
-            w -= q
-            partial = np.einsum("ain,ain->i", w, w).astype(np.float64)
-            np.subtract(t, lk, out=q)
-            if c != 1.0:
-                q *= c
-        if E is None:
-            return partial
-        e = E[rows]
-        np.add(q, X1[rows], out=e)
-        e -= lk
-        if mean:
-            e -= M[rows, None, :]
-        shrink(e, lam / mu, out=e, work=w)  # w = clip(Z, -lam/mu, lam/mu)
-        np.add(lk, w, out=t)
-        if mean:
-            # robust mean M' = mean_i (X_i - E_i) (docs/algorithm.md, "The robust mean")
-            M_new = X_mean[rows] - e.mean(axis=1)
-            t += (M[rows] - M_new)[:, None, :]
-            M[rows] = M_new
-        right_unfolded(t, B, out=TB[rows])
-        return partial
-
     AR = None  # A R_i of the iteration whose step 7 and criterion are pending
+    M_prev = None
+    err_rec: list[float] = []
+    err_split: list[float] = []
+    converged = False
     mu_prev = mu
     for it in range(max_iter + 1):
         _check(cancel)
         final = it == max_iter
         if not final:
-            E, E_prev = E_prev, E
-            if mean:
+            px.E, px.E_prev = px.E_prev, px.E
+            if M is not None:
                 M_prev = M.copy()
         c = 1.0 if AR is None else dt.type(mu_prev / mu)  # mu_k / mu_{k+1}
-        parts = [sweep(rows, AR, c, None if final else E, mu) for rows in blocks]
+        parts = [_sweep(px, rows, AK, AR, B, M, c, None if final else px.E, mu) for rows in px.blocks]
         if AR is not None:
             err_rec.append(float(np.max(np.sqrt(np.sum(parts, axis=0)) / X_norms_safe)))
             if not (np.isfinite(err_rec[-1]) and np.isfinite(err_split[-1])):
@@ -477,43 +626,13 @@ def kdrsdl(
             if err_rec[-1] < tol and err_split[-1] < tol:
                 converged = True
                 if not final:  # this sweep already made the next E and M: undo
-                    E, M = E_prev, M_prev
+                    px.E, M = px.E_prev, M_prev
                 break
         if final:
             break
-        # 3. A = (sum_i S_i B K_i^T) / (I + mu sum_i K_i B^T B K_i^T): right division by a
-        #    symmetric matrix >= I, through its eigendecomposition, never an explicit inverse
-        K2 = K.reshape(r, N * r)  # [p, (i, q)] = K_i[p, q]
-        if not np.isfinite(K2).all():
-            raise FloatingPointError("KDRSDL diverged: non-finite cores")
-        num = (TB.reshape(m, N * r) @ K2.T) * dt.type(mu)  # S_i B = mu T_i B
-        KBtB = K2.reshape(r * N, r) @ (B.T @ B)  # (r, N, r): K_i B^T B
-        G = eye + mu * (KBtB.reshape(r, N * r) @ K2.T).astype(np.float64)
-        A = _right_divide_spd(num, G, dt)
-        # 4. B = (sum_i S_i^T A K_i) / (I + mu sum_i K_i^T A^T A K_i), with the new A.
-        #    A^T T_i serves this numerator and the Stein step's A^T S_i B: one pass over T.
-        AtT = left_unfolded(A.T, T).reshape(r * N, n)  # (r, N, n): A^T S_i / mu
-        num = (AtT.T @ K2.reshape(r * N, r)) * dt.type(mu)
-        AtA = A.T @ A
-        AtAK = AtA @ K2  # (r, N, r): A^T A K_i
-        G = eye + mu * (K2.reshape(r * N, r).T @ AtAK.reshape(r * N, r)).astype(np.float64)
-        B = _right_divide_spd(num, G, dt)
-        # 5. Stein: muK K_i + mu AtA K_i BtB = A^T S_i B + muK R_i + Y_i
-        C = (AtT @ B).reshape(r, N, r)
-        C *= mu
-        C += muK * R
-        C += Y
-        K = stein_solve_unfolded(AtA, B.T @ B, C, mu, muK)
-        # 6. R = shrink(K - Y/muK, alpha/muK)
-        RmK = K - Y / muK
-        R = shrink(RmK, alpha / muK)
-        np.subtract(R, K, out=RmK)
-        # the split half of the criterion, and 7. Y += muK (R - K); step 7 for
-        # Lambda and the reconstruction half run in the next sweep
-        R_norms = slice_norms_unfolded(R)
-        err_split.append(float(np.max(slice_norms_unfolded(RmK) / np.where(R_norms > 0, R_norms, 1.0))))
-        RmK *= muK
-        Y += RmK
+        A, B, AtT = _update_dictionary(px.TB, px.T, K, B, mu)
+        K, R, Y, split = _update_cores(AtT, A, B, R, Y, mu, muK, alpha)
+        err_split.append(split)
         AK = left_unfolded(A, K)
         AR = left_unfolded(A, R)
         # 8. penalties, capped (paper Section 4)
@@ -521,7 +640,6 @@ def kdrsdl(
         mu = min(mu_max, rho * mu)
         muK = min(muK_max, rho * muK)
 
-    n_iter = len(err_rec)
     if warn and not converged:
         warnings.warn(
             f"KDRSDL did not converge in {max_iter} iterations: criterion "
@@ -529,21 +647,4 @@ def kdrsdl(
             ConvergenceWarning,
             stacklevel=2,
         )
-    Lam = Q
-    Lam *= mu
-    # Public shapes are (N, m, n) and (N, r, r): views of the unfolded arrays.
-    K, R, E, Lam, Y = (fold(U) for U in (K, R, E, Lam, Y))
-    state = KDRSDLState(A=A, B=B, K=K, R=R, E=E, Lam=Lam, Y=Y, M=M, mu=mu, muK=muK, muK0=muK0)
-    return KDRSDLResult(
-        A=A,
-        B=B,
-        R=R,
-        E=E,
-        M=M,
-        n_iter=n_iter,
-        converged=converged,
-        err_rec=np.asarray(err_rec),
-        err_split=np.asarray(err_split),
-        warm_start=init is not None,
-        state=state,
-    )
+    return _package(A, B, K, R, px.E, px.Q, Y, M, mu, muK, muK0, err_rec, err_split, converged, init is not None)
