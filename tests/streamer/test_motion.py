@@ -150,3 +150,33 @@ def test_union_and_light_change():
     assert (e.event, e.zone, e.fields) == ("light_change", "frame", {"frame_seq": 7, "gain": 0.612346, "offset": -0.01})
     with pytest.raises(ValueError):
         EventDetector(["a", "a"], 0.1, 1, 1)
+
+
+def test_the_stage_measures_an_enlarged_mask_on_its_processing_size_original():
+    from core.streaming.resolution import enlarge_mask
+    from streamer.config import MotionConfig, ZoneConfig
+    from streamer.motion.stage import MotionStage
+
+    cfg = MotionConfig(
+        min_area=1,
+        ignore=[[[0, 0], [60, 0], [60, 60], [0, 60]]],
+        zones=[ZoneConfig(name="right", polygon=[[160, 0], [319, 0], [319, 239], [160, 239]])],
+    )
+    small = _mask((120, 160))  # the processing size: half the input's
+    small[20:40, 100:140] = 255  # 20 x 40 px, in the zone
+    small[70:90, 30:50] = 255  # 20 x 20 px, outside it
+    small[5:20, 5:20] = 255  # inside the ignored square (input 0..60): never foreground
+    big = enlarge_mask(small, (240, 320))  # what the worker publishes
+    header = {"epoch": "e", "seq": 0, "t_capture_ns": 0}
+    res = MotionStage(cfg).update(big, (240, 320), header, small)
+    assert res.fgmask.shape == (240, 320) and not res.fgmask[:61, :61].any()  # zeroed where published
+    # measured at the processing size, in input pixels (scale 2): exact boxes and areas
+    assert [(g.box, g.area) for g in res.regions.listed] == [((200, 40, 80, 40), 3200), ((60, 140, 40, 40), 1600)]
+    # the same regions as the published mask's own, within the enlargement's 1 px of edge
+    full = find_regions(res.fgmask, 1, 20)
+    for a, b in zip(res.regions.listed, full.listed, strict=True):
+        assert np.abs(np.subtract(a.box, b.box)).max() <= 1 and abs(a.area - b.area) <= 0.05 * b.area
+    # fractions over the pixels not ignored: 1200 of 120 x 160 - 31 x 31 small pixels (the ignored
+    # square, outline included, at half size), and the zone's 800 of its 120 x 80
+    assert res.fg_ratio == pytest.approx(1200 / (120 * 160 - 31 * 31), rel=0.01)
+    assert res.zones == {"right": pytest.approx(800 / (120 * 80), rel=0.02)}
