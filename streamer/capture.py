@@ -3,6 +3,11 @@
 Sends without blocking: a refused send (high-water mark reached, worker slow or
 absent) is a counted drop, so a slow worker never grows memory or latency here.
 A failing source is released and reopened with exponential back-off and jitter.
+
+When the masks are asked at the processing resolution (``model.mask_resolution = "processing"``)
+the capture sends its frames already reduced to that resolution, with the size it reduced them
+from in the header's ``source_shape``: the worker then neither receives nor reduces the full
+frame, and measures regions and zones in the source's pixels (docs/design.md, "Wire format").
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import zmq
 
+from core.streaming.resolution import processing_shape, reduce
 from streamer import metrics, security
 from streamer.protocol import encode, new_epoch
 from streamer.sources import EndOfStream, SourceError, open_source, resize
@@ -112,6 +118,10 @@ def run_capture(
     if notify:
         notify("READY=1")
     pace = _Pacer(c.fps)
+    model = cfg.model.params()
+    side = model.processing_side if model.mask_resolution == "processing" else 0
+    if side:
+        log.info("masks at the processing resolution: frames sent reduced to a longest side of %d", side)
     source, attempt = None, 0
     try:
         while not stop.is_set():
@@ -136,10 +146,14 @@ def run_capture(
                 m_connected.set(0)
                 continue
             frame = resize(frame, c.width, c.height)
+            extra = {}
+            if side and max(frame.shape) > side:
+                extra["source_shape"] = list(frame.shape)
+                frame = reduce(frame, processing_shape(frame.shape, side))
             t_ns = time.time_ns()
             m_frames.inc()
             m_last.set(t_ns / 1e9)
-            parts = encode("frame", camera, epoch, seq, t_ns, frame, frame_index=index)
+            parts = encode("frame", camera, epoch, seq, t_ns, frame, frame_index=index, **extra)
             index += 1
             try:
                 sock.send_multipart(parts, flags=zmq.NOBLOCK, copy=False)

@@ -212,6 +212,15 @@ def decode_event(parts: Sequence[Any]) -> dict:
     return header
 
 
+def _is_shape(shape: Any, max_side: int) -> bool:
+    """``shape`` is a list ``[h, w]`` of ints in 1..max_side."""
+    return (
+        isinstance(shape, list)
+        and len(shape) == 2
+        and all(isinstance(s, int) and not isinstance(s, bool) and 0 < s <= max_side for s in shape)
+    )
+
+
 def decode(parts: Sequence[Any], kind: str, max_side: int = MAX_SIDE) -> Message:
     """Validate and decode a received multipart message.
 
@@ -234,13 +243,17 @@ def decode(parts: Sequence[Any], kind: str, max_side: int = MAX_SIDE) -> Message
         With ``reason`` one of: ``parts`` (not 3 parts), ``topic``, ``header``
         (too big, not UTF-8 JSON object), ``version``, ``field`` (missing or
         ill-typed field), ``camera`` (topic and header disagree), ``shape``
-        (not 2 positive sides within ``max_side``), ``dtype``, ``encoding``,
-        ``size`` (payload length is not h * w * itemsize).
+        (not 2 positive sides within ``max_side``; or a ``source_shape``, the size a frame was
+        reduced from, that is not such a pair at least as large as ``shape``), ``dtype``,
+        ``encoding``, ``size`` (payload length is not h * w * itemsize).
     """
     header, payload = _envelope(parts, kind)
     shape = header["shape"]
-    if len(shape) != 2 or not all(isinstance(s, int) and not isinstance(s, bool) and 0 < s <= max_side for s in shape):
+    if not _is_shape(shape, max_side):
         raise ProtocolError("shape", f"shape {shape!r} is not [h, w] with sides in 1..{max_side}")
+    source = header.get("source_shape")
+    if source is not None and not (_is_shape(source, max_side) and source[0] >= shape[0] and source[1] >= shape[1]):
+        raise ProtocolError("shape", f"source_shape {source!r} is not [h, w] within 1..{max_side} and >= {shape}")
     if header["dtype"] not in DTYPES:
         raise ProtocolError("dtype", f"dtype {header['dtype']!r} is not one of {sorted(DTYPES)}")
     if header["encoding"] != "raw":

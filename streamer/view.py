@@ -87,6 +87,7 @@ class _Shown:
     frame: np.ndarray
     fgmask: np.ndarray
     boxes: list[tuple[int, int, int, int]]
+    input_shape: tuple[int, int]
 
 
 class LiveView:
@@ -127,16 +128,26 @@ class LiveView:
         self.closed = False
 
     # ----------------------------------------------------------------- the worker's side
-    def offer(self, seq: int, frame: np.ndarray, motion: MotionResult, latency_s: float) -> None:
+    def offer(
+        self,
+        seq: int,
+        frame: np.ndarray,
+        motion: MotionResult,
+        latency_s: float,
+        input_shape: tuple[int, int] | None = None,
+    ) -> None:
         """One published mask: its frame (h, w) uint8, the motion result and its latency (seconds).
 
-        References, not copies, are kept (the frame and the mask are not written to afterwards),
+        ``input_shape`` is the frame's size in input pixels, those of the polygons and boxes (the
+        source's when the capture reduced the frame; default the frame's own): the preview is
+        drawn at that size. References, not copies, are kept (the frame and the mask are not written to afterwards),
         so that a viewer who connects sees the last frame at once; without a viewer nothing is
         drawn or encoded.
         """
         self._times.append(time.monotonic())
         self._facts = {"latency_s": latency_s, "fg_ratio": motion.fg_ratio, "zones": motion.zones}
-        self._shown = _Shown(seq, frame, motion.fgmask, [r.box for r in motion.regions.listed])
+        shape = (frame.shape[0], frame.shape[1]) if input_shape is None else input_shape
+        self._shown = _Shown(seq, frame, motion.fgmask, [r.box for r in motion.regions.listed], shape)
         if self.viewers:
             with self._cond:
                 self._cond.notify_all()
@@ -161,6 +172,8 @@ class LiveView:
     def render(self, shown: _Shown) -> np.ndarray:
         """The preview image (h, w, 3) uint8 BGR of a frame: mask in red, boxes, zones, ignored areas."""
         frame = shown.frame
+        if frame.shape != shown.input_shape:  # reduced by the capture: drawn at the input size
+            frame = cv2.resize(frame, (shown.input_shape[1], shown.input_shape[0]), interpolation=cv2.INTER_LINEAR)
         bgr = cv2.cvtColor(frame, cv2.COLOR_GRAY2BGR)
         mask = shown.fgmask
         if mask.shape != frame.shape:

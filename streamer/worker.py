@@ -175,7 +175,10 @@ class _Worker:
             If a zone or ignored area does not fit the frame (:meth:`MotionStage.prepare`).
         """
         h = msg.header
-        report = self.stage.process(self.motion.prepare(msg.image))
+        # the frame's size in input pixels: the source's when the capture reduced it (source_shape)
+        source = h.get("source_shape") or msg.image.shape
+        input_shape = (int(source[0]), int(source[1]))
+        report = self.stage.process(self.motion.prepare(msg.image, input_shape))
         if report.previous_shape is not None:
             self.m.resets.inc()
             self.log.info("frame shape changed %s -> %s: model reset", report.previous_shape, msg.image.shape)
@@ -188,7 +191,7 @@ class _Worker:
         self._count_refit(report.refit)
         res = report.result
         assert res is not None  # a report without an exception carries the result
-        motion = self.motion.update(res.fgmask, msg.image.shape, h, res.fgmask_processing)
+        motion = self.motion.update(res.fgmask, input_shape, h, res.fgmask_processing)
         events = motion.events
         if report.light is not None:
             self.m.light_changes.inc()
@@ -206,23 +209,25 @@ class _Worker:
             frame_seq=h["seq"],
             frame_epoch=h["epoch"],
             frame_index=h.get("frame_index"),
+            input_shape=list(input_shape),
             latency_s=latency,
             threshold=res.threshold,
             **motion.header(),
             **self.stage.header(),
             **report.header(),
         )
+        # the gauges and the view first: whoever has received the mask finds them up to date
+        self.m.fg_ratio.set(motion.fg_ratio)
+        for zone, fraction in motion.zones.items():
+            self.m.zone_fg_ratio[zone].set(fraction)
+        if self.view is not None:
+            self.view.offer(self.seq, msg.image, motion, latency, input_shape)
         pub.send_multipart(parts, copy=False)
         self.publish_events(events, pub)
         self.seq += 1
         self.m.end_to_end.observe(latency)
         self.m.processed.inc()
         self.m.masks_published.inc()
-        self.m.fg_ratio.set(motion.fg_ratio)
-        for zone, fraction in motion.zones.items():
-            self.m.zone_fg_ratio[zone].set(fraction)
-        if self.view is not None:
-            self.view.offer(self.seq, msg.image, motion, latency)
         self.last = (msg.image, res)
         self.trim_due |= report.refit is not None
 

@@ -212,7 +212,8 @@ class BackgroundParams:
     )
     mask_resolution: str = knob(
         "input",
-        "Resolution of the published mask: 'input' (the decision enlarged to the frame's size) or 'processing'.",
+        "Resolution of the published mask: 'input' (the decision enlarged to the frame's size) or "
+        "'processing' (the capture then sends its frames reduced to that size).",
         choices=("input", "processing"),
     )
     # ------------------------------------------------------------------ the decision

@@ -78,18 +78,27 @@ class MotionStage:
     def _map(self, input_shape: tuple[int, int], mask_shape: tuple[int, int]) -> ZoneMap:
         return ZoneMap(self.ignore, self.named, input_shape, mask_shape)
 
-    def prepare(self, frame: np.ndarray) -> np.ndarray:
+    def prepare(self, frame: np.ndarray, input_shape: tuple[int, int] | None = None) -> np.ndarray:
         """The frame the model sees: ``frame`` (h, w) uint8 with its ignored areas filled.
+
+        Parameters
+        ----------
+        frame : ndarray, shape (h, w), uint8
+        input_shape : (int, int), optional
+            ``(h, w)`` in input pixels, the polygons' (the source's when the capture reduced the
+            frame); default the frame's own.
 
         Raises
         ------
         streamer.config.ConfigError
-            If a polygon has a point outside this frame (checked at the first frame and at each
-            change of size): zones drawn for another size would be silently wrong.
+            If a polygon has a point outside the input frame (checked at the first frame and at
+            each change of size): zones drawn for another size would be silently wrong.
         """
-        if self._input is None or self._input.input_shape != frame.shape:
-            self.cfg.check_frame(frame.shape)
-            self._input = self._map(frame.shape, frame.shape)
+        shape = (frame.shape[0], frame.shape[1])
+        input_shape = shape if input_shape is None else input_shape
+        if self._input is None or self._input.input_shape != input_shape or self._input.mask_shape != shape:
+            self.cfg.check_frame(input_shape)
+            self._input = self._map(input_shape, shape)
         return self._input.fill_ignored(frame)
 
     def _zone_map(self, which: str, input_shape: tuple[int, int], mask_shape: tuple[int, int]) -> ZoneMap:

@@ -107,9 +107,9 @@ class ZoneMap:
         self.keep = None if ignored is None else np.where(ignored, 0, 255).astype(np.uint8)
         #: Pixels of the mask that count (all but the ignored ones).
         self.counted = int(np.prod(self.mask_shape)) - (0 if ignored is None else int(np.count_nonzero(ignored)))
-        self._input_ignored = rasterise(ignore, self.input_shape) if ignore else None
-        if self._input_ignored is not None:
-            visible = np.flatnonzero(~self._input_ignored)
+        self._ignored = ignored
+        if ignored is not None:
+            visible = np.flatnonzero(~ignored)
             step = max(1, min(FILL_SAMPLE_STEP, visible.size // 1000))
             self._fill_sample = visible[::step]
         self._zones: list[_Zone] = []
@@ -128,14 +128,15 @@ class ZoneMap:
         return [z.name for z in self._zones]
 
     def fill_ignored(self, frame: np.ndarray) -> np.ndarray:
-        """``frame`` (h, w) uint8 at the input shape, its ignored pixels set to the others' median.
+        """``frame`` (mask shape, uint8), its ignored pixels set to the others' median.
 
-        The frame itself when there is nothing to ignore; else a copy.
+        The frame itself when there is nothing to ignore; else a copy. A frame is filled by the
+        map made with its own shape as the mask shape.
         """
-        if self._input_ignored is None:
+        if self._ignored is None:
             return frame
         out = frame.copy()
-        out[self._input_ignored] = np.median(frame.ravel()[self._fill_sample]).astype(np.uint8)
+        out[self._ignored] = np.median(frame.ravel()[self._fill_sample]).astype(np.uint8)
         return out
 
     def apply(self, fgmask: np.ndarray) -> np.ndarray:

@@ -72,10 +72,10 @@ def drain_events(sub, wait_s=0.0):
 class Run:
     """A worker on this test's config, fed frame by frame."""
 
-    def __init__(self, tmp_path, *extra):
+    def __init__(self, tmp_path, *extra, config=CONFIG):
         self.frames, self.masks, self.port = tcp(), tcp(), free_port()
         cfg = tmp_path / "cam1.toml"
-        cfg.write_text(CONFIG)
+        cfg.write_text(config)
         self.proc = start_worker(self.frames, self.masks, self.port, "--config", cfg, *extra)
         wait_for(lambda: scrape(self.port), 20, "the worker's /metrics")
         self.sub = subscriber(self.masks, "cam1")
@@ -85,9 +85,9 @@ class Run:
         self.push.connect(self.frames)
         self.epoch = f"ep{time.monotonic_ns()}"
 
-    def send(self, t):
+    def send(self, t, **extra):
         img, _ = frame(t)
-        self.push.send_multipart(encode("frame", "cam1", self.epoch, t, 10**18 + t * 10**8, img))
+        self.push.send_multipart(encode("frame", "cam1", self.epoch, t, 10**18 + t * 10**8, img, **extra))
         msg = wait_for(lambda: receive(self.sub, 0.2), 30, f"the mask of frame {t}")
         assert msg.header["frame_seq"] == t
         return msg
@@ -98,6 +98,39 @@ class Run:
         rc, _, err = stop(self.proc)
         assert rc == 0, err[-3000:]
         return drain_events(self.ev, 0.5)
+
+
+def test_frames_reduced_by_the_capture_keep_regions_and_zones_in_the_source_pixels(tmp_path):
+    """Frames sent at the processing size with their ``source_shape`` (what the capture does when
+    masks are asked at that size): polygons, regions and ``input_shape`` are in the source's pixels."""
+
+    def doubled(poly):
+        return [[2 * x + 1, 2 * y + 1] for x, y in poly]  # the same area in a source twice the size
+
+    config = CONFIG.replace(f"polygon = {DOOR}", f"polygon = {doubled(DOOR)}")
+    config = config.replace(f"ignore = [{IGNORE}]", f"ignore = [{doubled(IGNORE)}]")
+    # the door's far corner (299, 199) lies outside the 160 x 120 frame: checked against the source
+    assert "[299, 199]" in config
+    run = Run(tmp_path, config=config + '[model]\nmask_resolution = "processing"\nprocessing_side = 160\n')
+    door = rasterise([DOOR], (H, W))
+    checked = 0
+    for t in range(ENTER + (W - SIDE) // SPEED):
+        msg = run.send(t, source_shape=[2 * H, 2 * W])
+        h = msg.header
+        assert h["input_shape"] == [2 * H, 2 * W] and list(msg.image.shape) == [H, W] == h["processing_shape"]
+        assert not msg.image[:20, :40].any()  # the ignored corner, drawn in source pixels
+        _, truth = frame(t)
+        if truth is None or t < ENTER + 10:  # the first frames of the square: the model settles
+            continue
+        checked += 1
+        # the square, 2 x its box in the frame, within 2 frame pixels (4 source pixels) a side
+        x, y, w, hh = truth
+        box = h["regions"][0]["box"]
+        assert np.abs(np.subtract(box, [2 * x, 2 * y, 2 * w, 2 * hh])).max() <= 4, (t, box, truth)
+        fraction = np.count_nonzero(msg.image[door]) / door.sum()
+        assert h["zones"]["door"] == pytest.approx(fraction, abs=0.02)
+    assert checked >= 20
+    run.close()
 
 
 def expected_events(fractions):

@@ -26,7 +26,7 @@ from helpers import (
 )
 
 from core.evaluation.scene import SyntheticScene
-from streamer.protocol import encode
+from streamer.protocol import decode, encode
 
 
 @pytest.fixture
@@ -389,3 +389,30 @@ def test_subscribe_output_keeps_the_newest_files(worker, tmp_path):
     files = sorted(p.name for p in out.glob("mask_*.png"))
     want = sorted(f"{h['frame_seq']:06d}.png" for h in lines[-5:])
     assert len(files) == 5 and sorted(f[-10:] for f in files) == want, (files, want)
+
+
+def test_with_masks_at_the_processing_size_the_capture_sends_frames_reduced_to_it(tmp_path):
+    """The capture reduces 640 x 480 frames to the processing size (360 x 270) before sending them,
+    with the size it reduced them from; the pixels are the worker's own reduction of the frame."""
+    from core.streaming.resolution import processing_shape, reduce
+
+    cfg = tmp_path / "cam1.toml"
+    cfg.write_text('[model]\nmask_resolution = "processing"\n')
+    frames = tcp()
+    pull = zmq.Context.instance().socket(zmq.PULL)
+    pull.setsockopt(zmq.LINGER, 0)
+    pull.bind(frames)
+    cap = start_capture(frames, "synthetic:640x480", "--max-frames", 3, "--config", cfg)
+    try:
+        got = [decode(pull.recv_multipart(), "frame") for _ in range(3) if pull.poll(20000)]
+    finally:
+        _, _, err = stop(cap)
+        pull.close()
+    assert len(got) == 3, err[-2000:]
+    scene = SyntheticScene(480, 640)
+    for msg in got:
+        assert msg.header["shape"] == [270, 360] and msg.header["source_shape"] == [480, 640]
+        assert processing_shape((480, 640), 360) == (270, 360)
+        want = reduce(scene.frame_uint8(msg.header["frame_index"]), (270, 360))
+        np.testing.assert_array_equal(msg.image, want)
+    assert "frames sent reduced to a longest side of 360" in err

@@ -55,6 +55,10 @@ def _mutated(**header_changes):
         (_mutated(shape=[4, 6, 1]), "shape"),
         (_mutated(shape=[100000, 100000]), "shape"),
         (_mutated(shape=[0, 6]), "shape"),
+        (_mutated(source_shape=[3, 6]), "shape"),  # smaller than the frame it was reduced to
+        (_mutated(source_shape=[8, 12, 1]), "shape"),
+        (_mutated(source_shape="8x12"), "shape"),
+        (_mutated(source_shape=[8, 100000]), "shape"),
         (_mutated(dtype="float64"), "dtype"),
         (_mutated(encoding="png"), "encoding"),
         (_mutated(shape=[5, 6]), "size"),
