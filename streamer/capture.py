@@ -17,7 +17,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
@@ -146,7 +146,7 @@ def run_capture(
                 m_connected.set(0)
                 continue
             frame = resize(frame, c.width, c.height)
-            extra = {}
+            extra: dict[str, Any] = {}
             if side and max(frame.shape) > side:
                 extra["source_shape"] = list(frame.shape)
                 frame = reduce(frame, processing_shape(frame.shape, side))

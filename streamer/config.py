@@ -113,6 +113,9 @@ class WorkerConfig(_Strict):
         1, ge=1, le=256, description="threads of each BLAS and OpenMP pool, whatever the environment says"
     )
     opencv_threads: int = Field(1, ge=1, le=256, description="OpenCV's threads")
+    mask_encoding: Literal["raw", "png"] = Field(
+        "raw", description="mask payloads as raw pixels or as 1-bit PNG (for subscribers on another host)"
+    )
     snapshot: Optional[str] = Field(None, description="PNG written at stop: frame | background | score | mask")
     state_dir: Optional[str] = Field(None, description="directory of the model checkpoint <camera>.npz; None = off")
     checkpoint_interval_s: float = Field(60.0, gt=0, le=86400, description="seconds between checkpoints")

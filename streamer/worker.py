@@ -125,6 +125,7 @@ class _Worker:
         self.cfg, self.log, self.camera = cfg, log, cfg.camera
         w = cfg.worker
         self.motion = MotionStage(cfg.motion)
+        self.mask_encoding = cfg.worker.mask_encoding
         self.m = WorkerMetrics(cfg.camera, self.motion.events.zones)
         self.intake = Intake(cfg.camera, w.max_side, w.backlog)
         self.stage = ModelStage(cfg.model.params())
@@ -206,6 +207,7 @@ class _Worker:
             self.seq,
             h["t_capture_ns"],
             motion.fgmask,
+            self.mask_encoding,
             frame_seq=h["seq"],
             frame_epoch=h["epoch"],
             frame_index=h.get("frame_index"),

@@ -133,6 +133,20 @@ def test_frames_reduced_by_the_capture_keep_regions_and_zones_in_the_source_pixe
     run.close()
 
 
+def test_masks_sent_as_png_decode_to_the_masks_their_headers_describe(tmp_path):
+    run = Run(tmp_path, config=CONFIG.replace("[motion]", '[worker]\nmask_encoding = "png"\n[motion]'))
+    checked = 0
+    for t in range(ENTER + 25):
+        msg = run.send(t)
+        assert msg.header["encoding"] == "png" and msg.image.shape == (H, W)
+        assert set(np.unique(msg.image)) <= {0, 255}
+        listed = find_regions(msg.image, 30, 5).listed
+        assert [r.header() for r in listed] == msg.header["regions"]
+        checked += bool(listed)
+    assert checked >= 10  # the square was found in the decoded masks
+    run.close()
+
+
 def expected_events(fractions):
     """The events the documented rule gives for the published ``{frame: fraction}`` of the door."""
     out, run, open_, quiet = [], [], False, 0

@@ -82,3 +82,52 @@ def test_sequence_tracker_counts_gaps_within_an_epoch_and_restarts_across():
     assert t.update("b", 0) == (0, True)  # a new epoch is a restart, not 7 losses
     fresh = SequenceTracker()
     assert fresh.update("c", 10) == (10, False)  # joining late: the first 10 were lost
+
+
+def _mask():
+    m = np.zeros((48, 64), np.uint8)
+    m[10:20, 5:30] = 255
+    m[30:47, 40:41] = 255
+    return m
+
+
+def test_a_mask_as_a_1_bit_png_decodes_to_the_same_pixels_and_is_smaller():
+    parts = encode("mask", "cam1", "e1", 3, 123, _mask(), "png", fg_ratio=0.1)
+    assert json.loads(parts[1])["encoding"] == "png" and len(parts[2]) < _mask().size / 8
+    msg = decode([bytes(p) for p in parts], "mask")
+    np.testing.assert_array_equal(msg.image, _mask())
+    assert msg.header["fg_ratio"] == 0.1 and msg.image.dtype == np.uint8
+    with pytest.raises(ValueError, match="not one of"):
+        encode("frame", "cam1", "e1", 0, 0, _mask(), "png")  # frames are grey levels: raw only
+
+
+def _png(**header_changes):
+    parts = [bytes(p) for p in encode("mask", "cam1", "e1", 0, 0, _mask(), "png")]
+    h = json.loads(parts[1])
+    h.update(header_changes)
+    parts[1] = json.dumps(h).encode()
+    return parts
+
+
+@pytest.mark.parametrize(
+    "parts, reason",
+    [
+        (_png(shape=[48, 65]), "size"),  # the PNG's own size differs: refused before decoding
+        ([*_png()[:2], b"not a png at all, but long enough to be read"], "encoding"),
+        ([*_png()[:2], _png()[2][:40]], "encoding"),  # cut short: the head is right, the data is not
+        ([*_png()[:2], _png()[2] + b"\0" * 8000], "size"),  # longer than the raw mask
+        (_png(encoding="jpeg"), "encoding"),
+    ],
+)
+def test_malformed_png_masks_are_rejected_with_reason(parts, reason):
+    with pytest.raises(ProtocolError) as info:
+        decode(parts, "mask")
+    assert info.value.reason == reason
+
+
+def test_a_frame_may_not_be_a_png():
+    parts = [bytes(p) for p in encode("mask", "cam1", "e1", 0, 0, _mask(), "png")]
+    parts[0] = b"frame/cam1/"
+    with pytest.raises(ProtocolError) as info:
+        decode(parts, "frame")
+    assert info.value.reason == "encoding"
