@@ -1,6 +1,8 @@
 """Cameras per machine (issue 26): N captures and N workers at once, raising N until one fails.
 
-Run: ``python tests/bench/bench_cameras.py [--sizes 1280x720 320x240] [--seconds 30] [--max 12]``.
+Run: ``python tests/bench/bench_cameras.py [--sizes 1280x720 320x240] [--seconds 30] [--max 12]
+[--config FILE]`` (``--config`` goes to every capture and worker, e.g. ``[model] mask_resolution =
+"processing"``).
 
 For each size, the motorway video (``../shared/data/video/motorway_320x240.avi``) resized to it
 (``bench_hd.make_input``), and for N = 1, 2, ...: N pairs of ``kdrsdl capture`` (looping the file
@@ -47,7 +49,7 @@ def kdrsdl(*args):
     )
 
 
-def cameras(n, path, tmp, warmup, seconds):
+def cameras(n, path, tmp, warmup, seconds, config=()):
     """Run ``n`` cameras: frames received, lost and dropped by the workers, masks received, p99 (s), load."""
     workers, captures, ports = [], [], []
     sub = zmq.Context.instance().socket(zmq.SUB)
@@ -58,7 +60,7 @@ def cameras(n, path, tmp, warmup, seconds):
         frames, masks = f"ipc://{tmp}/f{n}-{i}", f"ipc://{tmp}/m{n}-{i}"
         workers.append(
             kdrsdl("worker", "--camera", f"c{i}", "--frames-endpoint", frames, "--masks-endpoint", masks,
-                   "--metrics-port", port)
+                   "--metrics-port", port, *config)
         )  # fmt: skip
         ports.append(port)
         sub.connect(masks)
@@ -68,7 +70,7 @@ def cameras(n, path, tmp, warmup, seconds):
     for i in range(n):
         captures.append(
             kdrsdl("capture", "--camera", f"c{i}", "--source", path, "--loop", "--fps", 30,
-                   "--frames-endpoint", f"ipc://{tmp}/f{n}-{i}")
+                   "--frames-endpoint", f"ipc://{tmp}/f{n}-{i}", *config)
         )  # fmt: skip
     end_warmup = time.monotonic() + warmup
     while time.monotonic() < end_warmup:  # the warm-up's masks are read and not counted
@@ -105,14 +107,16 @@ def main():
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--warmup", type=float, default=20)
     ap.add_argument("--max", type=int, default=12)
+    ap.add_argument("--config", help="TOML file for every capture and worker")
     args = ap.parse_args()
+    config = ("--config", args.config) if args.config else ()
     tmp = tempfile.mkdtemp(prefix="kdrsdl-cameras-")
     print(f"source: {VIDEO}; {os.cpu_count()} cores; {args.seconds:.0f} s measured after {args.warmup:.0f} s")
     for size in args.sizes:
         path, _ = make_input(size, tmp)
         best = 0
         for n in range(1, args.max + 1):
-            r = cameras(n, path, tmp, args.warmup, args.seconds)
+            r = cameras(n, path, tmp, args.warmup, args.seconds, config)
             expected = round(30 * args.seconds * n)
             ok = r["lost"] == 0 and r["dropped"] == 0 and r["p99_s"] <= P99_LIMIT_S and r["masks"] >= 0.97 * expected
             print(

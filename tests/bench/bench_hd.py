@@ -1,7 +1,7 @@
 """Camera resolutions (issue 14): the full pipeline at 320x240 to 1920x1080, 30 fps, for minutes.
 
 Run: ``python tests/bench/bench_hd.py [--seconds 300] [--sizes 1280x720 ...]
-[--json PATH]``.
+[--json PATH] [--config FILE]`` (``--config`` goes to the capture and the worker).
 
 Inputs are made from the real motorway video (``../shared/data/video/motorway_320x240.avi``,
 750 frames) resized to each size and written as MJPG AVI files in a temporary directory. For
@@ -83,12 +83,12 @@ def mog2_fps(frames):
     return len(frames) / (time.perf_counter() - t0)
 
 
-def pipeline(path, seconds, tmp, tag):
+def pipeline(path, seconds, tmp, tag, config=()):
     frames_ep, masks_ep, port = f"ipc://{tmp}/f{tag}", f"ipc://{tmp}/m{tag}", free_port()
-    worker = start_worker(frames_ep, masks_ep, port, camera="hd")
+    worker = start_worker(frames_ep, masks_ep, port, *config, camera="hd")
     wait_for(lambda: scrape(port), 60, "worker metrics")
     sub = subscriber(masks_ep, "hd")
-    cap = start_capture(frames_ep, path, "--loop", "--fps", 30, camera="hd")
+    cap = start_capture(frames_ep, path, "--loop", "--fps", 30, *config, camera="hd")
     lat, samples, shapes, first = [], [], set(), None
     t0 = time.monotonic()
     next_sample = t0
@@ -162,7 +162,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=300, help="seconds per size (default 300)")
     ap.add_argument("--sizes", nargs="+", default=list(SIZES), help="WxH inputs (default: %(default)s)")
     ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--config", help="TOML file for the capture and the worker")
     args = ap.parse_args()
+    config = ("--config", args.config) if args.config else ()
     if not VIDEO.exists():
         raise SystemExit(f"{VIDEO} is missing")
     cv2.setNumThreads(1)
@@ -170,7 +172,7 @@ def main():
     out = {}
     for i, size in enumerate(args.sizes):
         path, frames = make_input(size, tmp)
-        r = pipeline(path, args.seconds, tmp, i)
+        r = pipeline(path, args.seconds, tmp, i, config)
         r["mog2_fps"] = mog2_fps(frames)
         proc = processing_shape(frames[0].shape, PROCESSING_SIDE)
         r["mog2_processing_fps"] = mog2_fps([reduce(f, proc) for f in frames])

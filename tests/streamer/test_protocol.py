@@ -32,8 +32,10 @@ def test_round_trip_keeps_pixels_and_header():
     ) == (1, "cam1", "e1", 7, 123, [4, 6], "uint8", "raw", 9)
 
 
-def _mutated(**header_changes):
-    parts = [bytes(p) for p in encode("frame", "cam1", "e1", 0, 0, _frame())]
+def _mutated(kind="frame", image=None, png=False, **header_changes):
+    """A valid message (a PNG payload with ``png``) whose header then gets ``header_changes``."""
+    image = _frame() if image is None else image
+    parts = [bytes(p) for p in encode(kind, "cam1", "e1", 0, 0, image, "png" if png else "raw")]
     h = json.loads(parts[1])
     h.update(header_changes)
     parts[1] = json.dumps(h).encode()
@@ -102,11 +104,7 @@ def test_a_mask_as_a_1_bit_png_decodes_to_the_same_pixels_and_is_smaller():
 
 
 def _png(**header_changes):
-    parts = [bytes(p) for p in encode("mask", "cam1", "e1", 0, 0, _mask(), "png")]
-    h = json.loads(parts[1])
-    h.update(header_changes)
-    parts[1] = json.dumps(h).encode()
-    return parts
+    return _mutated("mask", _mask(), png=True, **header_changes)
 
 
 @pytest.mark.parametrize(
