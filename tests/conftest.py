@@ -1,6 +1,7 @@
 """Shared test helpers: where the real data is, and how to skip without it."""
 
 import os
+import sys
 import pathlib
 
 import pytest
@@ -32,11 +33,32 @@ def need(path):
     return path
 
 
+@pytest.fixture(autouse=True)
+def _no_process_left_by_a_failed_test(request):
+    """Kill the ``kdrsdl`` processes a failed test started and left running (its clean-up never ran).
+
+    Processes of module-scoped fixtures start before this fixture and are not touched.
+    """
+    helpers = sys.modules.get("helpers")
+    before = len(helpers.STARTED) if helpers is not None else 0
+    yield
+    helpers = sys.modules.get("helpers")
+    report = getattr(request.node, "report_call", None)
+    if helpers is None or report is None or report.passed:
+        return
+    for proc in helpers.STARTED[before:]:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Fail a test that read ../shared without the ``shared_data`` mark (it would go unchecked)."""
     outcome = yield
     report = outcome.get_result()
+    if report.when == "call":
+        item.report_call = report
     if report.when == "call" and report.passed and item.nodeid in NEEDED:
         if item.get_closest_marker("shared_data") is None:
             report.outcome = "failed"

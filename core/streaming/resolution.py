@@ -47,13 +47,13 @@ def reduce(frame: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
 
     Parameters
     ----------
-    frame : ndarray, shape (h, w), float32
+    frame : ndarray, shape (h, w), float32 (the model) or uint8 (the capture, rounded)
     shape : (int, int)
         Target ``(h, w)``, pixels, at most the frame's on each side.
 
     Returns
     -------
-    ndarray, shape ``shape``, float32
+    ndarray, shape ``shape``, the frame's dtype
     """
     h, w = shape
     while frame.shape[0] >= 2 * h and frame.shape[1] >= 2 * w:

@@ -71,7 +71,7 @@ class MotionStage:
         self.events = EventDetector(
             list(self.named) or [FRAME], cfg.event_threshold, cfg.event_min_frames, cfg.event_quiet_frames
         )
-        self._input: Optional[ZoneMap] = None  # rasterised at the input size, for prepare()
+        self._input: Optional[ZoneMap] = None  # rasterised at the received frame's size, for prepare()
         self._mask: Optional[ZoneMap] = None  # rasterised at the published mask's size
         self._measured: Optional[ZoneMap] = None  # rasterised at the processing size
 
@@ -129,7 +129,7 @@ class MotionStage:
         fgmask_processing : ndarray, shape (hp, wp), uint8, optional
             The same mask at the processing resolution, when ``fgmask`` is its enlargement: the
             foreground ratio, the regions, the zone fractions and the event boxes are measured on
-            it and scaled to input pixels. The enlargement adds no object, and at 1280 x 720 the
+            it and scaled to input pixels. The enlargement only smooths the objects' edges, and at 1280 x 720 the
             connected components of the full-size mask took 6% of a core (docs/results.md,
             "Cameras per core").
         """

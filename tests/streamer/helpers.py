@@ -27,16 +27,22 @@ def tcp():
     return f"tcp://127.0.0.1:{free_port()}"
 
 
+#: Every process :func:`kdrsdl` started, so that a failed test leaves none running (tests/conftest.py).
+STARTED: list[subprocess.Popen] = []
+
+
 def kdrsdl(*args, env=None, **kw):
     """Start ``python -m streamer ARGS`` as a real process (stderr captured)."""
     env = dict(env or os.environ, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "streamer", *map(str, args)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
         **kw,
     )
+    STARTED.append(proc)
+    return proc
 
 
 def start_worker(frames, masks, port, *extra, camera="cam1", **kw):
