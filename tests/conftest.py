@@ -1,8 +1,8 @@
 """Shared test helpers: where the real data is, and how to skip without it."""
 
 import os
-import sys
 import pathlib
+import sys
 
 import pytest
 
