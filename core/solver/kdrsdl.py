@@ -373,6 +373,8 @@ def _update_dictionary(TB, T, K, B, mu):
     AtT : ndarray, shape (r * N, n)
         ``A^T T_i`` with the new A, stacked: it serves the B step and the Stein step's
         ``A^T S_i B`` (one pass over T).
+    AtA : ndarray, shape (r, r)
+        ``A^T A`` of the new A, for the B step and the Stein step.
 
     Raises
     ------
@@ -392,13 +394,14 @@ def _update_dictionary(TB, T, K, B, mu):
     A = _right_divide_spd(num, G, dt)
     AtT = left_unfolded(A.T, T).reshape(r * N, -1)  # (r, N, n): A^T S_i / mu
     num = (AtT.T @ K2.reshape(r * N, r)) * dt.type(mu)
-    AtAK = (A.T @ A) @ K2  # (r, N, r): A^T A K_i
+    AtA = A.T @ A
+    AtAK = AtA @ K2  # (r, N, r): A^T A K_i
     G = eye + mu * (K2.reshape(r * N, r).T @ AtAK.reshape(r * N, r)).astype(np.float64)
     B = _right_divide_spd(num, G, dt)
-    return A, B, AtT
+    return A, B, AtT, AtA
 
 
-def _update_cores(AtT, A, B, R, Y, mu, muK, alpha):
+def _update_cores(AtT, AtA, B, R, Y, mu, muK, alpha):
     """Steps 5, 6 and 7 for Y: K by the Stein equation, R by shrinkage, then Y.
 
     ``muK K_i + mu A^T A K_i B^T B = A^T S_i B + muK R_i + Y_i``;
@@ -408,7 +411,8 @@ def _update_cores(AtT, A, B, R, Y, mu, muK, alpha):
     ----------
     AtT : ndarray, shape (r * N, n)
         ``A^T S_i / mu`` stacked (from :func:`_update_dictionary`).
-    A : ndarray, shape (m, r)
+    AtA : ndarray, shape (r, r)
+        ``A^T A`` (from :func:`_update_dictionary`).
     B : ndarray, shape (n, r)
     R, Y : ndarray, shape (r, N, r)
         The previous cores and their multipliers (unfolded); ``Y`` is updated in place.
@@ -424,7 +428,7 @@ def _update_cores(AtT, A, B, R, Y, mu, muK, alpha):
     C *= mu
     C += muK * R
     C += Y
-    K = stein_solve_unfolded(A.T @ A, B.T @ B, C, mu, muK)
+    K = stein_solve_unfolded(AtA, B.T @ B, C, mu, muK)
     RmK = K - Y / muK
     R = shrink(RmK, alpha / muK)
     np.subtract(R, K, out=RmK)
@@ -630,8 +634,8 @@ def kdrsdl(
                 break
         if final:
             break
-        A, B, AtT = _update_dictionary(px.TB, px.T, K, B, mu)
-        K, R, Y, split = _update_cores(AtT, A, B, R, Y, mu, muK, alpha)
+        A, B, AtT, AtA = _update_dictionary(px.TB, px.T, K, B, mu)
+        K, R, Y, split = _update_cores(AtT, AtA, B, R, Y, mu, muK, alpha)
         err_split.append(split)
         AK = left_unfolded(A, K)
         AR = left_unfolded(A, R)

@@ -10,7 +10,7 @@ publishes (docs/design.md, "Motion").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -71,12 +71,26 @@ class MotionStage:
         self.events = EventDetector(
             list(self.named) or [FRAME], cfg.event_threshold, cfg.event_min_frames, cfg.event_quiet_frames
         )
-        self._input: Optional[ZoneMap] = None  # rasterised at the received frame's size, for prepare()
-        self._mask: Optional[ZoneMap] = None  # rasterised at the published mask's size
-        self._measured: Optional[ZoneMap] = None  # rasterised at the processing size
+        # the zones rasterised at each size in use (the received frame's, the published mask's, the
+        # processing size), for the current input size only
+        self._maps: dict[tuple[tuple[int, int], tuple[int, int]], ZoneMap] = {}
 
     def _map(self, input_shape: tuple[int, int], mask_shape: tuple[int, int]) -> ZoneMap:
-        return ZoneMap(self.ignore, self.named, input_shape, mask_shape)
+        """The zones of a frame of ``input_shape`` rasterised at ``mask_shape``, made once per size.
+
+        Raises
+        ------
+        streamer.config.ConfigError
+            If a polygon does not fit ``input_shape`` (checked once per input size).
+        """
+        key = (input_shape, mask_shape)
+        zm = self._maps.get(key)
+        if zm is None:
+            if all(i != input_shape for i, _ in self._maps):
+                self._maps.clear()
+                self.cfg.check_frame(input_shape)
+            zm = self._maps[key] = ZoneMap(self.ignore, self.named, input_shape, mask_shape)
+        return zm
 
     def prepare(self, frame: np.ndarray, input_shape: tuple[int, int] | None = None) -> np.ndarray:
         """The frame the model sees: ``frame`` (h, w) uint8 with its ignored areas filled.
@@ -95,19 +109,7 @@ class MotionStage:
             each change of size): zones drawn for another size would be silently wrong.
         """
         shape = (frame.shape[0], frame.shape[1])
-        input_shape = shape if input_shape is None else input_shape
-        if self._input is None or self._input.input_shape != input_shape or self._input.mask_shape != shape:
-            self.cfg.check_frame(input_shape)
-            self._input = self._map(input_shape, shape)
-        return self._input.fill_ignored(frame)
-
-    def _zone_map(self, which: str, input_shape: tuple[int, int], mask_shape: tuple[int, int]) -> ZoneMap:
-        """The zones rasterised at ``mask_shape`` (cached per size in attribute ``which``)."""
-        zm = getattr(self, which)
-        if zm is None or zm.input_shape != input_shape or zm.mask_shape != mask_shape:
-            zm = self._map(input_shape, mask_shape)
-            setattr(self, which, zm)
-        return zm
+        return self._map(shape if input_shape is None else input_shape, shape).fill_ignored(frame)
 
     def update(
         self,
@@ -133,13 +135,11 @@ class MotionStage:
             connected components of the full-size mask took 6% of a core (docs/results.md,
             "Cameras per core").
         """
-        published = self._zone_map("_mask", input_shape, fgmask.shape).apply(fgmask)
-        if fgmask_processing is None or fgmask_processing.shape == fgmask.shape:
-            zm, measured = self._mask, published
-        else:
-            zm = self._zone_map("_measured", input_shape, fgmask_processing.shape)
+        zm = self._map(input_shape, fgmask.shape)
+        published = measured = zm.apply(fgmask)
+        if fgmask_processing is not None and fgmask_processing.shape != fgmask.shape:
+            zm = self._map(input_shape, fgmask_processing.shape)
             measured = zm.apply(fgmask_processing)
-        assert zm is not None
         fg_ratio = np.count_nonzero(measured) / zm.counted if zm.counted else 0.0
         regions = find_regions(measured, self.cfg.min_area, self.cfg.max_regions, zm.scale)
         zones = zm.fractions(measured)

@@ -20,7 +20,6 @@ the largest N that passes is reported per size, with each N's figures and the ma
 import argparse
 import os
 import pathlib
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,19 +33,11 @@ sys.path.insert(0, str(ROOT / "tests" / "bench"))
 sys.path.insert(0, str(ROOT))
 
 from bench_hd import VIDEO, make_input  # noqa: E402
-from helpers import free_port, metric, scrape, stop, wait_for  # noqa: E402
+from helpers import free_port, kdrsdl, metric, scrape, stop, wait_for  # noqa: E402
 
 from streamer.protocol import decode  # noqa: E402
 
-#: A user's shell: no thread variable (the worker sets its own threads).
-BARE = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
 P99_LIMIT_S = 0.100
-
-
-def kdrsdl(*args):
-    return subprocess.Popen(
-        [sys.executable, "-m", "streamer", *map(str, args)], env=BARE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
 
 
 def cameras(n, path, tmp, warmup, seconds, config=()):
@@ -60,7 +51,7 @@ def cameras(n, path, tmp, warmup, seconds, config=()):
         frames, masks = f"ipc://{tmp}/f{n}-{i}", f"ipc://{tmp}/m{n}-{i}"
         workers.append(
             kdrsdl("worker", "--camera", f"c{i}", "--frames-endpoint", frames, "--masks-endpoint", masks,
-                   "--metrics-port", port, *config)
+                   "--metrics-port", port, *config, bare=True)
         )  # fmt: skip
         ports.append(port)
         sub.connect(masks)
@@ -70,7 +61,7 @@ def cameras(n, path, tmp, warmup, seconds, config=()):
     for i in range(n):
         captures.append(
             kdrsdl("capture", "--camera", f"c{i}", "--source", path, "--loop", "--fps", 30,
-                   "--frames-endpoint", f"ipc://{tmp}/f{n}-{i}", *config)
+                   "--frames-endpoint", f"ipc://{tmp}/f{n}-{i}", *config, bare=True)
         )  # fmt: skip
     end_warmup = time.monotonic() + warmup
     while time.monotonic() < end_warmup:  # the warm-up's masks are read and not counted

@@ -14,9 +14,8 @@ the refit thread included) and peak RSS, its refits (count and mean seconds), th
 and the time the worker takes to exit after SIGTERM. Beside it: OpenCV MOG2 on the same decoded
 frames, in this process, one thread, at the input resolution and at the worker's processing
 resolution (the frames reduced as the model reduces them; its CPU at 30 fps is 30 / fps of a
-core, its ``apply`` alone). The worker sets its own BLAS and OpenCV threads, so the benchmark is
-also run with no thread variable in the environment (``env -u OPENBLAS_NUM_THREADS``), as a
-user's shell starts it.
+core, its ``apply`` alone). The capture and the worker start with no thread variable in their
+environment, as from a user's shell: the worker sets its own BLAS and OpenCV threads.
 """
 
 import argparse
@@ -85,10 +84,10 @@ def mog2_fps(frames):
 
 def pipeline(path, seconds, tmp, tag, config=()):
     frames_ep, masks_ep, port = f"ipc://{tmp}/f{tag}", f"ipc://{tmp}/m{tag}", free_port()
-    worker = start_worker(frames_ep, masks_ep, port, *config, camera="hd")
+    worker = start_worker(frames_ep, masks_ep, port, *config, camera="hd", bare=True)
     wait_for(lambda: scrape(port), 60, "worker metrics")
     sub = subscriber(masks_ep, "hd")
-    cap = start_capture(frames_ep, path, "--loop", "--fps", 30, *config, camera="hd")
+    cap = start_capture(frames_ep, path, "--loop", "--fps", 30, *config, camera="hd", bare=True)
     lat, samples, shapes, first = [], [], set(), None
     t0 = time.monotonic()
     next_sample = t0

@@ -15,7 +15,6 @@ from work.
 
 import argparse
 import collections
-import os
 import pathlib
 import re
 import shutil
@@ -29,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests" / "streamer"))
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 
 from bench_hd import VIDEO, make_input  # noqa: E402
-from helpers import free_port, scrape, stop, wait_for  # noqa: E402
+from helpers import free_port, scrape, start_capture, start_worker, stop, wait_for  # noqa: E402
 
 #: Frames of a stack that block in C (waiting, not working).
 WAITS = ("GarbageCollectorThread.run", "_PollLikeSelector.select", "Poller.poll", "Socket.poll")
@@ -68,18 +67,11 @@ def main():
         raise SystemExit(f"{VIDEO} is missing")
     tmp = tempfile.mkdtemp(prefix="kdrsdl-profile-")
     path, _ = make_input(args.size, tmp)
-    bare = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
     config = ("--config", args.config) if args.config else ()
     frames, masks, port = f"ipc://{tmp}/f", f"ipc://{tmp}/m", free_port()
-
-    def kdrsdl(*a):
-        cmd = [sys.executable, "-m", "streamer", *map(str, a), *config]
-        return subprocess.Popen(cmd, env=bare, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-    worker = kdrsdl("worker", "--camera", "p", "--frames-endpoint", frames, "--masks-endpoint", masks,
-                    "--metrics-port", port)  # fmt: skip
+    worker = start_worker(frames, masks, port, *config, camera="p", bare=True)
     wait_for(lambda: scrape(port), 60, "the worker's metrics")
-    capture = kdrsdl("capture", "--camera", "p", "--source", path, "--loop", "--fps", 30, "--frames-endpoint", frames)
+    capture = start_capture(frames, path, "--loop", "--fps", 30, *config, camera="p", bare=True)
     try:
         time.sleep(args.warmup)
         out = pathlib.Path(tmp) / "worker.txt"

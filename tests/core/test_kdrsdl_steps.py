@@ -27,7 +27,7 @@ def test_update_dictionary_solves_the_normal_equations(rng):
     B0 = rng.standard_normal((n, r))
     mu = 3.7
     TB = np.einsum("min,nr->mir", T, B0)
-    A, B, AtT = _update_dictionary(TB, T, K, B0, mu)
+    A, B, AtT, AtA = _update_dictionary(TB, T, K, B0, mu)
     S = fold(T) * mu  # (N, m, n)
     Ks = fold(K)  # (N, r, r)
     # Step 3: A (I + mu sum_i K_i B0^T B0 K_i^T) = sum_i S_i B0 K_i^T
@@ -40,6 +40,7 @@ def test_update_dictionary_solves_the_normal_equations(rng):
     assert np.linalg.norm(lhs - rhs) <= 1e-10 * np.linalg.norm(rhs)
     # A^T T_i, stacked (r * N, n), with the new A
     np.testing.assert_allclose(AtT.reshape(r, N, n), np.einsum("mr,min->rin", A, T), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(AtA, A.T @ A, rtol=1e-12)
 
 
 def test_update_dictionary_refuses_non_finite_cores(rng):
@@ -59,7 +60,7 @@ def test_update_cores_solves_stein_then_shrinks_and_updates_y(rng):
     Y0 = rng.standard_normal((r, N, r))
     Y = Y0.copy()
     mu, muK, alpha = 2.5, 0.8, 0.3
-    K, R, Y_new, err_split = _update_cores(AtT, A, B, R0, Y, mu, muK, alpha)
+    K, R, Y_new, err_split = _update_cores(AtT, A.T @ A, B, R0, Y, mu, muK, alpha)
     Ks, Rs, R0s, Y0s = fold(K), fold(R), fold(R0), fold(Y0)
     for i in range(N):
         # muK K_i + mu A^T A K_i B^T B = mu A^T T_i B + muK R0_i + Y0_i (A^T S_i B with S = mu T)

@@ -31,9 +31,21 @@ def tcp():
 STARTED: list[subprocess.Popen] = []
 
 
-def kdrsdl(*args, env=None, **kw):
-    """Start ``python -m streamer ARGS`` as a real process (stderr captured)."""
-    env = dict(env or os.environ, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+#: The thread variables a user's shell usually lacks (the worker sets its own threads).
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def kdrsdl(*args, env=None, bare=False, **kw):
+    """Start ``python -m streamer ARGS`` as a real process (stderr captured).
+
+    With ``bare`` no thread variable is passed, as from a user's shell; else OPENBLAS_NUM_THREADS=1.
+    """
+    env = dict(env or os.environ, PYTHONUNBUFFERED="1")
+    if bare:
+        for name in THREAD_VARIABLES:
+            env.pop(name, None)
+    else:
+        env["OPENBLAS_NUM_THREADS"] = "1"
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamer", *map(str, args)],
         stdout=subprocess.PIPE,

@@ -4,10 +4,10 @@ import os
 import subprocess
 import sys
 
-from helpers import free_port, scrape, stop, tcp, wait_for
+from helpers import THREAD_VARIABLES, free_port, scrape, start_worker, stop, tcp, wait_for
 
 #: A user's shell: no thread variable at all.
-BARE = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+BARE = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
 
 PROBE = """
 import cv2
@@ -34,11 +34,7 @@ def test_the_worker_limits_its_threads_with_no_variable_in_the_environment(tmp_p
     cfg = tmp_path / "w.toml"
     cfg.write_text("[worker]\nopencv_threads = 2\n")  # an operator's explicit setting wins
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamer", "worker", "--config", cfg, "--frames-endpoint", tcp(),
-         "--masks-endpoint", tcp(), "--metrics-port", str(port)],
-        env=BARE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    proc = start_worker(tcp(), tcp(), port, "--config", cfg, bare=True)
     wait_for(lambda: scrape(port), 20, "the worker's /metrics")
     rc, _, err = stop(proc)
     assert rc == 0, err[-2000:]
