@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import cv2
 import zmq
 
 from core.streaming.resolution import processing_shape, reduce
@@ -99,6 +100,9 @@ def run_capture(
         Exit status: 0.
     """
     camera, c = cfg.camera, cfg.capture
+    # One OpenCV thread: a capture's conversions are small, and on a shared machine OpenCV's pool
+    # would spin against the workers (FFmpeg decodes on one thread too, streamer.sources).
+    cv2.setNumThreads(1)
     metrics.serve(c.metrics_port, "capture", camera, c.metrics_address)
     m_frames = metrics.capture_frames.labels(camera)
     m_hwm = metrics.capture_dropped.labels(camera, "hwm")

@@ -2,10 +2,22 @@
 
 Every source yields grayscale uint8 frames. Reads from network streams are timed:
 a frozen RTSP server can make a read block and still return True (docs/design.md, "Failure handling").
+
+FFmpeg decodes most videos into planar YUV, whose first plane (luma) already is a grayscale
+image. OpenCV converts each frame to BGR, and the capture then converted BGR back to gray: a
+1280 x 720 MJPG frame took 2.6 ms that way, 1.6 ms as its luma plane (one-off timing, one
+thread; docs/results.md, "Cameras per core"). For a video file, :class:`OpenCVSource` therefore
+reads the luma plane (OpenCV's ``CAP_PROP_CONVERT_RGB`` off) when, on a frame with a picture
+near the file's start, it reproduces OpenCV's own gray image (:func:`luma_table`, which also
+tells the plane's range). Streams and cameras keep OpenCV's conversion: OpenCV does not say a
+stream's range (full or limited, both "I420"), and two opens of a live stream cannot be made
+to show the same frame to compare.
 """
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 
 import cv2
 import numpy as np
@@ -15,6 +27,21 @@ from core.evaluation.scene import SyntheticScene
 #: OpenCV FFmpeg timeouts for network streams, milliseconds (docs/design.md, "Failure handling"; measured).
 OPEN_TIMEOUT_MS = 3000
 READ_TIMEOUT_MS = 2000
+#: Largest difference, in grey levels, between OpenCV's gray frame and the mapped luma plane at
+#: 99% of the pixels, for the luma plane to be used. They differ by rounding and by the chroma's
+#: round trip through BGR (clipped there): 99% within 1 level (MJPG) and 2 levels (MPEG-4) on the
+#: motorway videos, against 16-19 levels with the other range's table.
+LUMA_TOLERANCE = 3.0
+#: Frames read at most, at each open of a file, to find one with a picture for that check.
+PROBE_FRAMES = 50
+#: Grey levels between a frame's 1st and 99th percentiles for it to count as a picture there.
+MIN_SPREAD = 24
+#: The luma plane's two ranges (ITU-R BT.601): full ("JPEG", 0-255, OpenCV's gray as is) and
+#: limited ("TV", 16-235, stretched to 0-255 as OpenCV's BGR conversion does).
+_LUMA_TABLES = {
+    "full": np.arange(256, dtype=np.uint8),
+    "limited": np.clip(np.round((np.arange(256) - 16) * 255 / 219), 0, 255).astype(np.uint8),
+}
 
 
 class SourceError(RuntimeError):
@@ -63,6 +90,68 @@ class SyntheticSource:
         """Nothing to release."""
 
 
+def _picture(cap: cv2.VideoCapture, frames: int, exactly: bool = False) -> tuple[np.ndarray | None, int]:
+    """The first of the next ``frames`` frames with a picture (gray if converted), and how many were read.
+
+    A frame counts as a picture when its 1st and 99th percentiles lie :data:`MIN_SPREAD` levels
+    apart (a flat frame, as a fade from black, cannot tell the two ranges apart). With
+    ``exactly``, the ``frames``-th frame, whatever it shows (to align a second capture of the
+    file with the first). None when the reads fail or show no picture.
+    """
+    for n in range(1, frames + 1):
+        ok, frame = cap.read()
+        if not ok or frame is None:
+            return None, n
+        if frame.ndim == 3:
+            frame = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
+        if exactly:
+            if n == frames:
+                return frame, n
+        elif np.subtract(*np.percentile(frame, [99, 1])) >= MIN_SPREAD:
+            return frame, n
+    return None, frames
+
+
+@contextlib.contextmanager
+def _quiet_opencv() -> Iterator[None]:
+    """OpenCV's log at errors only, for the duration (its level is process-wide)."""
+    level = cv2.utils.logging.getLogLevel()
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
+    try:
+        yield
+    finally:
+        cv2.utils.logging.setLogLevel(level)
+
+
+def luma_table(gray: np.ndarray, luma: np.ndarray) -> tuple[str, np.ndarray] | None:
+    """The range of a decoder's luma plane, from one frame's OpenCV gray image and its plane.
+
+    Each range's table maps the plane; the one closer to ``gray`` on average is taken when 99% of
+    its pixels lie within :data:`LUMA_TOLERANCE` levels of ``gray``.
+
+    Parameters
+    ----------
+    gray : ndarray, shape (h, w), uint8
+        OpenCV's gray image of a frame (``cv2.COLOR_BGR2GRAY`` of its BGR conversion).
+    luma : ndarray
+        What the same frame is with OpenCV's conversion off; a luma plane is (h, w) uint8.
+
+    Returns
+    -------
+    (str, ndarray of shape (256,), uint8) or None
+        The range's name ("full" or "limited") and its lookup table; None when ``luma`` has
+        another shape or dtype, or neither range reproduces ``gray`` (another pixel format,
+        packed or of 10 bits, whose first plane is not the picture's luma).
+    """
+    if luma.shape != gray.shape or luma.dtype != np.uint8:
+        return None
+    diffs = {name: cv2.absdiff(cv2.LUT(luma, table), gray) for name, table in _LUMA_TABLES.items()}
+    name = min(diffs, key=lambda n: float(diffs[n].mean()))
+    if np.percentile(diffs[name], 99) > LUMA_TOLERANCE:
+        return None
+    return name, _LUMA_TABLES[name]
+
+
 class OpenCVSource:
     """A camera, stream or file through ``cv2.VideoCapture``.
 
@@ -86,32 +175,52 @@ class OpenCVSource:
         self.kind = describe(spec)
         if self.kind == "file" and not os.path.exists(spec):
             raise SourceError(f"video file {spec!r} does not exist")
+        #: "bgr" (OpenCV's conversion, then gray), or the luma plane's range ("full", "limited")
+        self.decoding = "bgr"
+        self._table: np.ndarray | None = None  # the luma plane's lookup table; None: as it is
         self.cap = self._open()
 
-    def _open(self) -> cv2.VideoCapture:
+    def _capture(self, convert: bool = True) -> cv2.VideoCapture:
+        """A new ``cv2.VideoCapture`` of the source; ``convert`` False asks FFmpeg for its own frames."""
         if self.kind == "camera":
-            cap = cv2.VideoCapture(int(self.spec))
-        elif self.kind == "stream":
+            return cv2.VideoCapture(int(self.spec))
+        params = [cv2.CAP_PROP_N_THREADS, 1]  # one decoding thread: the other cores are the workers'
+        if not convert:
+            params += [cv2.CAP_PROP_CONVERT_RGB, 0]
+        if self.kind == "stream":
             if "OPENCV_FFMPEG_CAPTURE_OPTIONS" not in os.environ:
                 os.environ["OPENCV_FFMPEG_CAPTURE_OPTIONS"] = "rtsp_transport;tcp|analyzeduration;200000"
-            cap = cv2.VideoCapture(
-                self.spec,
-                cv2.CAP_FFMPEG,
-                [
-                    cv2.CAP_PROP_OPEN_TIMEOUT_MSEC,
-                    OPEN_TIMEOUT_MS,
-                    cv2.CAP_PROP_READ_TIMEOUT_MSEC,
-                    READ_TIMEOUT_MS,
-                    cv2.CAP_PROP_N_THREADS,
-                    1,
-                ],
-            )
-        else:
+            params += [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, OPEN_TIMEOUT_MS, cv2.CAP_PROP_READ_TIMEOUT_MSEC, READ_TIMEOUT_MS]
+        with _quiet_opencv():  # "BGR conversion turned OFF": the check below decides, not OpenCV's warning
+            return cv2.VideoCapture(self.spec, cv2.CAP_FFMPEG, params)
+
+    def _open(self) -> cv2.VideoCapture:
+        cap = self._capture()
+        if not cap.isOpened() and self.kind == "file":  # not a video FFmpeg reads: OpenCV's other backends
+            cap.release()
             cap = cv2.VideoCapture(self.spec)
+            if cap.isOpened():
+                return cap
         if not cap.isOpened():
             cap.release()
             raise SourceError(f"cannot open {self.kind} source {self.spec!r}")
-        return cap
+        self.decoding, self._table = "bgr", None
+        if self.kind != "file":
+            return cap
+        # A file: its first frame with a picture both ways; the luma plane's capture when it
+        # reproduces OpenCV's gray image there (module docstring), from the file's start again.
+        gray, n = _picture(cap, PROBE_FRAMES)
+        cap.release()
+        if gray is not None:
+            plain = self._capture(convert=False)
+            with _quiet_opencv():
+                luma, _ = _picture(plain, n, exactly=True)
+            plain.release()
+            found = None if luma is None else luma_table(gray, luma)
+            if found is not None:
+                self.decoding, table = found
+                self._table = None if self.decoding == "full" else table
+        return self._capture(convert=self.decoding == "bgr")
 
     def read(self) -> np.ndarray:
         """Next frame as grayscale, shape (h, w), uint8.
@@ -124,23 +233,31 @@ class OpenCVSource:
             A read failed or took longer than ``read_timeout_s``.
         """
         t0 = time.monotonic()
-        ok, frame = self.cap.read()
+        ok, frame = self._read()
         took = time.monotonic() - t0
         if not ok and self.kind == "file":
             if not self.loop:
                 raise EndOfStream(f"end of file {self.spec!r}")
             self.cap.release()
             self.cap = self._open()
-            ok, frame = self.cap.read()
+            ok, frame = self._read()
         if not ok or frame is None:
             raise SourceError(f"read from {self.kind} source {self.spec!r} failed")
         if self.kind in ("stream", "camera") and took > self.read_timeout_s:
             raise SourceError(
                 f"read from {self.spec!r} took {took:.1f} s (> {self.read_timeout_s:.1f} s): stream stalled"
             )
+        if self.decoding != "bgr":
+            return frame if self._table is None else cv2.LUT(frame, self._table)
         if frame.ndim == 3:
             frame = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
         return frame
+
+    def _read(self) -> tuple[bool, np.ndarray | None]:
+        if self.decoding == "bgr":
+            return self.cap.read()
+        with _quiet_opencv():  # OpenCV warns of the unconverted format at every frame
+            return self.cap.read()
 
     def release(self) -> None:
         """Release the capture (a VideoCapture never recovers after a failure)."""

@@ -3,23 +3,25 @@
 Run: ``python tests/bench/bench_hd.py [--seconds 300] [--sizes 1280x720 ...]
 [--json PATH] [--config FILE]`` (``--config`` goes to the capture and the worker).
 
-Inputs are made from the real motorway video (``../shared/data/video/motorway_320x240.avi``,
-750 frames) resized to each size and written as MJPG AVI files in a temporary directory. For
-each size, capture, worker and subscriber run as three processes over ZeroMQ ipc, the capture
-reading the file in a loop at 30 fps for ``--seconds`` (several window refits), the worker at
-its defaults (processing at ``model.processing_side``, masks at the input resolution). Reported: masks
-received and frames lost or dropped at either end (the capture's refusals at the high-water mark,
-the worker's overload drops), end-to-end latency p50 / p99, the worker's CPU (a share of one core,
-the refit thread included) and peak RSS, its refits (count and mean seconds), the mask's shape,
-and the time the worker takes to exit after SIGTERM. Beside it: OpenCV MOG2 on the same decoded
-frames, in this process, one thread, at the input resolution and at the worker's processing
-resolution (the frames reduced as the model reduces them; its CPU at 30 fps is 30 / fps of a
-core, its ``apply`` alone). The capture and the worker start with no thread variable in their
-environment, as from a user's shell: the worker sets its own BLAS and OpenCV threads.
+Inputs are made from the real motorway video (``../shared/data/video/motorway_320x240.avi``, 750
+frames) resized to each size and written as MJPG AVI files in a temporary directory. For each size,
+capture, worker and subscriber run as three processes over ZeroMQ ipc, the capture reading the file
+in a loop at 30 fps for ``--seconds`` (several window refits), the worker at its defaults
+(processing at ``model.processing_side``, masks at the input resolution). Reported: masks received
+and frames lost or dropped at either end (the capture's refusals at the high-water mark, the
+worker's overload drops), end-to-end latency p50 / p99, the worker's CPU (a share of one core, the
+refit thread included) and peak RSS, the capture's CPU (from ``/proc``, decoding included), the
+worker's refits (count and mean seconds), the mask's shape, and the time the worker takes to exit
+after SIGTERM. Beside it: OpenCV MOG2 on the same decoded frames, in this process, one thread, at
+the input resolution and at the worker's processing resolution (the frames reduced as the model
+reduces them; its CPU at 30 fps is 30 / fps of a core, its ``apply`` alone). The capture and the
+worker start with no thread variable in their environment, as from a user's shell: the worker sets
+its own BLAS and OpenCV threads.
 """
 
 import argparse
 import json
+import os
 import pathlib
 import sys
 import tempfile
@@ -82,6 +84,12 @@ def mog2_fps(frames):
     return len(frames) / (time.perf_counter() - t0)
 
 
+def cpu_seconds(pid):
+    """CPU seconds (user + system) a live process has used so far, from ``/proc/PID/stat``."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def pipeline(path, seconds, tmp, tag, config=()):
     frames_ep, masks_ep, port = f"ipc://{tmp}/f{tag}", f"ipc://{tmp}/m{tag}", free_port()
     worker = start_worker(frames_ep, masks_ep, port, *config, camera="hd", bare=True)
@@ -110,6 +118,7 @@ def pipeline(path, seconds, tmp, tag, config=()):
                         time.monotonic(),
                         s.get(("process_cpu_seconds_total", frozenset()), 0.0),
                         s.get(("process_resident_memory_bytes", frozenset()), 0.0) / 2**20,
+                        cpu_seconds(cap.pid),
                     )
                 )
                 if first is None and metric(s, "kdrsdl_solver_starts_total", camera="hd", mode="warm") >= 1:
@@ -126,7 +135,8 @@ def pipeline(path, seconds, tmp, tag, config=()):
     sub.close()
     read, sent = sent_from_log(cap_err)
     start = first or samples[0]
-    cpu = (samples[-1][1] - start[1]) / max(samples[-1][0] - start[0], 1e-9)
+    span = max(samples[-1][0] - start[0], 1e-9)
+    cpu, capture_cpu = (samples[-1][1] - start[1]) / span, (samples[-1][3] - start[3]) / span
     lat = np.array(lat)
     ok = lat[np.isfinite(lat)]
     n_refits = sum(metric(s, "kdrsdl_solver_starts_total", camera="hd", mode=m) for m in ("cold", "warm"))
@@ -147,7 +157,8 @@ def pipeline(path, seconds, tmp, tag, config=()):
         "latency_ms_p50": 1000 * float(np.percentile(ok, 50)),
         "latency_ms_p99": 1000 * float(np.percentile(ok, 99)),
         "worker_cpu_core": cpu,
-        "worker_rss_mib_peak": max(r for _, _, r in samples),
+        "worker_rss_mib_peak": max(r for _, _, r, _ in samples),
+        "capture_cpu_core": capture_cpu,
         "refits": int(n_refits),
         "refit_seconds_mean": refit_s,
         "mask": sorted(shapes),
@@ -180,8 +191,9 @@ def main():
             f"{size:>9}: {r['masks']} masks for {r['frames_sent']} sent ({r['refused_at_capture']} refused at the "
             f"capture, {r['worker_dropped']:.0f} dropped and {r['worker_lost']:.0f} lost at the worker); latency "
             f"p50 {r['latency_ms_p50']:.1f} p99 {r['latency_ms_p99']:.1f} ms; worker {100 * r['worker_cpu_core']:.0f}% "
-            f"of a core, RSS peak {r['worker_rss_mib_peak']:.0f} MiB; {r['refits']} refits, "
-            f"{r['refit_seconds_mean']:.2f} s each; mask {r['mask']}; stop {r['stop_seconds']:.1f} s "
+            f"of a core, RSS peak {r['worker_rss_mib_peak']:.0f} MiB; capture {100 * r['capture_cpu_core']:.0f}% of "
+            f"a core; {r['refits']} refits, {r['refit_seconds_mean']:.2f} s each; mask {r['mask']}; "
+            f"stop {r['stop_seconds']:.1f} s "
             f"(exit {r['worker_exit']}); MOG2 {r['mog2_fps']:.0f} fps at full size, "
             f"{r['mog2_processing_fps']:.0f} fps at {proc[1]}x{proc[0]} = "
             f"{3000 / r['mog2_processing_fps']:.1f}% of a core at 30 fps",

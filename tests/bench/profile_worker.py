@@ -1,7 +1,8 @@
 """Where a worker's CPU goes (issue 26): py-spy on a worker fed the motorway video at 30 fps.
 
 Run: ``pip install -e '.[profile]'; python tests/bench/profile_worker.py [--size 1280x720]
-[--seconds 20] [--warmup 15] [--config FILE]``.
+[--seconds 20] [--warmup 15] [--config FILE] [--process capture]`` (``--process capture``
+samples the capture instead).
 
 A capture loops the motorway video (``../shared/data/video/motorway_320x240.avi``) resized to
 ``--size`` (``bench_hd.make_input``) at 30 fps into a worker at its defaults (``--config`` goes to
@@ -9,8 +10,8 @@ both), with no thread variable in their environment. After ``--warmup`` seconds,
 --format raw`` samples the worker's threads 200 times a second for ``--seconds``. Printed: each
 function's inclusive share of one core (its samples over 200 x seconds), the largest first.
 Samples whose stack waits in a blocking call (ZeroMQ's poll and its garbage-collector thread, the
-metrics server's select, the refit thread's queue) are left out: py-spy cannot tell those waits
-from work.
+metrics server's select, the refit thread's queue, the capture's pacing) are left out: py-spy
+cannot tell those waits from work.
 """
 
 import argparse
@@ -31,7 +32,7 @@ from bench_hd import VIDEO, make_input  # noqa: E402
 from helpers import free_port, scrape, start_capture, start_worker, stop, wait_for  # noqa: E402
 
 #: Frames of a stack that block in C (waiting, not working).
-WAITS = ("GarbageCollectorThread.run", "_PollLikeSelector.select", "Poller.poll", "Socket.poll")
+WAITS = ("GarbageCollectorThread.run", "_PollLikeSelector.select", "Poller.poll", "Socket.poll", "_Pacer.wait")
 #: Functions that, as the innermost frame, wait: the refit thread for its next job.
 LEAF_WAITS = ("Refitter._serve",)
 RATE = 200
@@ -59,6 +60,7 @@ def main():
     ap.add_argument("--warmup", type=float, default=15)
     ap.add_argument("--config", help="TOML file for the capture and the worker")
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--process", choices=("worker", "capture"), default="worker", help="the process to sample")
     args = ap.parse_args()
     spy = shutil.which("py-spy") or str(pathlib.Path(sys.executable).with_name("py-spy"))
     if not pathlib.Path(spy).exists():
@@ -74,9 +76,10 @@ def main():
     capture = start_capture(frames, path, "--loop", "--fps", 30, *config, camera="p", bare=True)
     try:
         time.sleep(args.warmup)
-        out = pathlib.Path(tmp) / "worker.txt"
+        out = pathlib.Path(tmp) / f"{args.process}.txt"
+        target = worker if args.process == "worker" else capture
         subprocess.run(
-            [spy, "record", "-p", str(worker.pid), "-d", str(int(args.seconds)), "-r", str(RATE),
+            [spy, "record", "-p", str(target.pid), "-d", str(int(args.seconds)), "-r", str(RATE),
              "--format", "raw", "-o", str(out)],
             check=True, capture_output=True,
         )  # fmt: skip
@@ -84,7 +87,8 @@ def main():
         stop(capture)
         stop(worker)
     working, table = shares(out.read_text(), int(args.seconds))
-    print(f"worker at {args.size}, 30 fps, {int(args.seconds)} s: {100 * working:.1f}% of a core in Python stacks")
+    seconds = int(args.seconds)
+    print(f"{args.process} at {args.size}, 30 fps, {seconds} s: {100 * working:.1f}% of a core in Python stacks")
     for name, share in table[: args.top]:
         print(f"{100 * share:6.1f}%  {name}")
 

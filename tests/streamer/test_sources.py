@@ -1,0 +1,97 @@
+"""Frame sources: the luma plane read in place of OpenCV's BGR conversion (issue 26), on real videos.
+
+The videos are written here with OpenCV's own encoders from the synthetic scene (a user's clone
+has them too), in the two ranges FFmpeg decodes: MJPG (full range, "yuvj420p") and MPEG-4 part 2
+(limited range, "yuv420p"), as the motorway video and most RTSP cameras' H.264 are.
+"""
+
+import cv2
+import numpy as np
+import pytest
+from conftest import MOTORWAY, need
+from helpers import rtsp_server
+
+from core.evaluation.scene import SyntheticScene
+from streamer.sources import LUMA_TOLERANCE, OpenCVSource, luma_table
+
+FRAMES = 40
+
+
+def _video(tmp_path, fourcc, name):
+    """A 320 x 240 video of the synthetic scene (its moving objects on a textured background)."""
+    path = tmp_path / name
+    scene = SyntheticScene(240, 320)
+    out = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), 25, (320, 240))
+    assert out.isOpened(), f"OpenCV cannot write {fourcc}"
+    for t in range(FRAMES):
+        out.write(cv2.cvtColor(scene.frame_uint8(t), cv2.COLOR_GRAY2BGR))
+    out.release()
+    return path
+
+
+def _opencv_gray(path):
+    """Every frame as OpenCV's BGR conversion and ``COLOR_BGR2GRAY`` give it (what the capture did before)."""
+    cap, frames = cv2.VideoCapture(str(path)), []
+    while True:
+        ok, bgr = cap.read()
+        if not ok:
+            return frames
+        frames.append(cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY))
+
+
+@pytest.mark.parametrize(("fourcc", "decoding"), [("MJPG", "full"), ("FMP4", "limited")])
+def test_a_file_is_read_from_its_luma_plane_as_opencv_would_convert_it(tmp_path, fourcc, decoding):
+    path = _video(tmp_path, fourcc, f"scene_{fourcc}.avi")
+    want = _opencv_gray(path)
+    source = OpenCVSource(str(path), loop=True)
+    assert source.decoding == decoding
+    # twice through the file: the loop's reopen decides again and loses no frame
+    got = [source.read() for _ in range(2 * len(want))]
+    source.release()
+    assert len(want) == FRAMES
+    for i, frame in enumerate(got):
+        ref = want[i % len(want)]
+        assert frame.shape == ref.shape and frame.dtype == np.uint8
+        diff = cv2.absdiff(frame, ref)
+        # rounding, and the chroma's round trip through BGR (clipped in BGR, not in the luma):
+        # measured max 4 (MJPG) and 8 (MPEG-4) levels, mean 0.8 and 1.2 on the motorway videos
+        assert diff.mean() < 1.5 and diff.max() <= 10, (i, diff.mean(), diff.max())
+
+
+@pytest.mark.shared_data
+def test_the_real_motorway_video_is_read_from_its_luma_plane():
+    source = OpenCVSource(str(need(MOTORWAY)))
+    assert source.decoding == "limited"  # MPEG-4 part 2, TV range
+    want = _opencv_gray(MOTORWAY)
+    diffs = [cv2.absdiff(source.read(), ref) for ref in want]
+    source.release()
+    assert np.mean([d.mean() for d in diffs]) < 1.5 and max(d.max() for d in diffs) <= 10
+
+
+def test_the_luma_plane_is_refused_unless_it_reproduces_opencvs_gray():
+    gray = SyntheticScene(240, 320).frame_uint8(5)
+    full, limited = luma_table(gray, gray), luma_table(gray, np.round(16 + gray * (219 / 255)).astype(np.uint8))
+    assert full is not None and full[0] == "full"
+    assert limited is not None and limited[0] == "limited"
+    assert luma_table(gray, gray[:, :-2]) is None  # another shape (a padded plane)
+    assert luma_table(gray, gray.astype(np.uint16) * 4) is None  # a 10-bit plane
+    # right values, wrong places (a plane of another layout)
+    assert luma_table(gray, np.random.default_rng(0).permutation(gray.ravel()).reshape(gray.shape)) is None
+    # 2 levels off passes (rounding, chroma); LUMA_TOLERANCE + 2 does not
+    assert luma_table(gray, cv2.add(gray, 2)) is not None
+    assert luma_table(gray, cv2.add(gray, int(LUMA_TOLERANCE) + 2)) is None
+
+
+def test_a_stream_keeps_opencvs_conversion():
+    """A real RTSP server's H.264: two opens of a live stream cannot be compared frame for frame."""
+    source_video = str(MOTORWAY) if MOTORWAY.exists() else "testsrc"
+    server, port = rtsp_server(source_video)
+    try:
+        source = OpenCVSource(f"rtsp://127.0.0.1:{port}/test")
+        frames = [source.read() for _ in range(3)]
+        source.release()
+    finally:
+        server.kill()
+        server.wait()
+    assert source.decoding == "bgr"
+    assert all(f.shape == (240, 320) and f.dtype == np.uint8 for f in frames)
