@@ -6,7 +6,9 @@ per-pixel spread on it (:func:`core.streaming.decision.pixel_spread`). It never 
 comes back as a report with ``reset=True``, and the model starts cold at the next refit.
 """
 
+import os
 import queue
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -19,6 +21,30 @@ from core.solver.state import KDRSDLState
 from core.streaming.decision import pixel_spread
 from core.streaming.params import BackgroundParams
 from core.streaming.samples import window_samples
+
+#: Niceness the refit thread adds to its own (Linux, where a thread's priority is its own): the
+#: frame loop is the latency-critical work and a refit is background work, so where cameras
+#: share the cores a frame waits for no refit. A refit then takes longer only when the cores
+#: are busy with frames. (nice 10 weighs a thread about a tenth of nice 0 in Linux's scheduler.)
+REFIT_NICENESS = 10
+
+
+def lower_thread_priority(niceness: int = REFIT_NICENESS) -> bool:
+    """Add ``niceness`` to the calling thread's nice value (Linux only; elsewhere it is per process).
+
+    Returns
+    -------
+    bool
+        True when the priority was lowered; False off Linux, or when the OS refused.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + niceness))
+    except OSError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -219,7 +245,8 @@ class Refitter:
         On a thread (numpy releases the GIL in BLAS and most ufuncs): a frame never waits for
         a refit, and the result lands at the first frame after it finished. One daemon thread
         serves every refit: a process never waits at exit for a refit it no longer needs, and
-        the refits' memory stays with one thread's allocator arena. A refit can be cancelled
+        the refits' memory stays with one thread's allocator arena. The thread runs at a lower
+        priority than the frames (:data:`REFIT_NICENESS`). A refit can be cancelled
         (:meth:`cancel`).
     """
 
@@ -254,6 +281,7 @@ class Refitter:
 
     @staticmethod
     def _serve(jobs: queue.SimpleQueue) -> None:
+        lower_thread_priority()
         while True:
             job, args = jobs.get()
             job.run(*args)
