@@ -201,19 +201,21 @@ class SampleSet:
         # dynamic pixels not matched by their own samples: any one neighbour's samples
         again = ~ok & dynamic.ravel()[idx]
         if again.any():
-            j = idx[again]
-            xj, rj = xv[again], r if r.size == 1 else r[again]
-            hit = np.zeros(j.size, bool)
-            nbr = self._nbr[j]
-            for k in range(nbr.shape[1]):
-                hit |= self._count(nbr[:, k], xj, rj) >= p.matches
-            ok[again] = hit
+            # each neighbour in turn, for the pixels no earlier neighbour matched
+            todo = np.flatnonzero(again)
+            for k in range(self._nbr.shape[1]):
+                rk = r if r.size == 1 else r[todo]
+                hit = self._count(self._nbr[idx[todo], k], xv[todo], rk) >= p.matches
+                ok[todo[hit]] = True
+                todo = todo[~hit]
+                if not todo.size:
+                    break
         out.ravel()[idx[ok]] = True
         return out
 
     def _count(self, idx: np.ndarray, xv: np.ndarray, r: np.ndarray) -> np.ndarray:
         """Samples of pixels ``idx`` (n,) within ``r`` ((n, 1) or (1, 1)) of ``xv`` (n, 1): int (n,)."""
-        d = self.samples[idx]
+        d = np.take(self.samples, idx, axis=0)  # a new array, as self.samples[idx], and faster
         d -= xv
         np.abs(d, out=d)
         return np.count_nonzero(d < r, axis=1)
