@@ -191,10 +191,13 @@ class OpenCVSource:
             if "OPENCV_FFMPEG_CAPTURE_OPTIONS" not in os.environ:
                 os.environ["OPENCV_FFMPEG_CAPTURE_OPTIONS"] = "rtsp_transport;tcp|analyzeduration;200000"
             params += [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, OPEN_TIMEOUT_MS, cv2.CAP_PROP_READ_TIMEOUT_MSEC, READ_TIMEOUT_MS]
-        with _quiet_opencv():  # "BGR conversion turned OFF": the check below decides, not OpenCV's warning
+        if convert:
+            return cv2.VideoCapture(self.spec, cv2.CAP_FFMPEG, params)
+        with _quiet_opencv():  # "BGR conversion turned OFF": luma_table decides, not OpenCV's warning
             return cv2.VideoCapture(self.spec, cv2.CAP_FFMPEG, params)
 
     def _open(self) -> cv2.VideoCapture:
+        self.decoding, self._table = "bgr", None
         cap = self._capture()
         if not cap.isOpened() and self.kind == "file":  # not a video FFmpeg reads: OpenCV's other backends
             cap.release()
@@ -204,7 +207,6 @@ class OpenCVSource:
         if not cap.isOpened():
             cap.release()
             raise SourceError(f"cannot open {self.kind} source {self.spec!r}")
-        self.decoding, self._table = "bgr", None
         if self.kind != "file":
             return cap
         # A file: its first frame with a picture both ways; the luma plane's capture when it
