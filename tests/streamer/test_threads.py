@@ -1,10 +1,12 @@
 """The worker sets its own BLAS, OpenMP and OpenCV threads, whatever the environment says (issue 26)."""
 
 import os
+import pathlib
 import subprocess
 import sys
 
-from helpers import THREAD_VARIABLES, free_port, scrape, start_worker, stop, tcp, wait_for
+import pytest
+from helpers import THREAD_VARIABLES, free_port, metric, scrape, start_capture, start_worker, stop, tcp, wait_for
 
 #: A user's shell: no thread variable at all.
 BARE = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
@@ -41,3 +43,24 @@ def test_the_worker_limits_its_threads_with_no_variable_in_the_environment(tmp_p
     line = next(x for x in err.splitlines() if "threads:" in x)
     assert "openblas 1" in line and "OpenCV 2" in line, line
     assert "openblas 2" not in line
+
+
+def _nice(pid, tid):
+    """A thread's nice value, from ``/proc/PID/task/TID/stat`` (field 19)."""
+    return int(pathlib.Path(f"/proc/{pid}/task/{tid}/stat").read_text().rpartition(")")[2].split()[16])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own priority is Linux's")
+def test_the_workers_refit_thread_runs_below_its_frame_loop():
+    frames, port = tcp(), free_port()
+    proc = start_worker(frames, tcp(), port, bare=True)
+    wait_for(lambda: scrape(port), 20, "the worker's /metrics")
+    cap = start_capture(frames, "synthetic:160x120", "--fps", 50, "--max-frames", 60)
+    wait_for(lambda: metric(scrape(port) or {}, "kdrsdl_solver_starts_total", camera="cam1", mode="cold") >= 1, 30,
+             "a refit")  # fmt: skip
+    tasks = {int(t.name): _nice(proc.pid, t.name) for t in pathlib.Path(f"/proc/{proc.pid}/task").iterdir()}
+    stop(cap)
+    rc, _, err = stop(proc)
+    assert rc == 0, err[-2000:]
+    assert tasks.pop(proc.pid) == 0  # the frame loop (the main thread) at the process's own priority
+    assert sorted(tasks.values()).count(10) == 1, tasks  # the refit thread, and only it, at +10
