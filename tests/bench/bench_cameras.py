@@ -11,10 +11,10 @@ its own ipc endpoints, with no thread variable in their environment, as a user's
 them. This process subscribes to every camera's masks. After ``--warmup`` seconds it measures for
 ``--seconds``: masks received against frames the captures read (every mask delivered means none
 refused at a capture, none dropped or lost at a worker, none missing at the subscriber) and the
-latency p99 from capture to mask received. N passes when no worker lost or dropped a frame, the
-masks received are at least 97% of 30 fps x N x the window (the window's edges and the captures'
-start), and p99 <= 100 ms;
-the largest N that passes is reported per size, with each N's figures and the machine's load.
+latency p99 from capture to mask received, and the CPU of the workers, the captures (``/proc``)
+and this subscriber. N passes when no worker lost or dropped a frame, the masks received are at
+least 97% of 30 fps x N x the window (the window's edges and the captures' start), and p99 <= 100
+ms; the largest N that passes is reported per size, with each N's figures and the machine's load.
 """
 
 import argparse
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests" / "streamer"))
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from bench_hd import VIDEO, make_input  # noqa: E402
+from bench_hd import VIDEO, cpu_seconds, make_input  # noqa: E402
 from helpers import free_port, kdrsdl, metric, scrape, stop, wait_for  # noqa: E402
 
 from streamer.protocol import decode  # noqa: E402
@@ -68,12 +68,18 @@ def cameras(n, path, tmp, warmup, seconds, config=()):
         if sub.poll(100):
             sub.recv_multipart()
     before = [scrape(p) for p in ports]
+    procs = {"worker": workers, "capture": captures}
+    cpu0 = {k: sum(cpu_seconds(p.pid) for p in v) for k, v in procs.items()} | {"this": time.process_time()}
+    t0 = time.monotonic()
     lat, t_end = [], time.monotonic() + seconds
     while time.monotonic() < t_end:
         if sub.poll(100):
             msg = decode(sub.recv_multipart(copy=False), "mask")
             lat.append((time.time_ns() - msg.header["t_capture_ns"]) / 1e9)
     after = [scrape(p) for p in ports]
+    span = time.monotonic() - t0
+    cpu1 = {k: sum(cpu_seconds(p.pid) for p in v) for k, v in procs.items()} | {"this": time.process_time()}
+    cpu = {k: (cpu1[k] - cpu0[k]) / span for k in cpu0}  # shares of one core, all cameras together
     load = os.getloadavg()[0]
     for c in captures:
         stop(c)
@@ -89,7 +95,8 @@ def cameras(n, path, tmp, warmup, seconds, config=()):
     lost = total("kdrsdl_worker_frames_lost_total")
     dropped = sum(total("kdrsdl_worker_frames_dropped_total", reason=r) for r in ("overload", "error"))
     p99 = float(np.percentile(lat, 99)) if lat else float("inf")
-    return {"received": received, "lost": lost, "dropped": dropped, "masks": len(lat), "p99_s": p99, "load": load}
+    counts = {"received": received, "lost": lost, "dropped": dropped, "masks": len(lat)}
+    return {**counts, "p99_s": p99, "load": load, "cpu": cpu}
 
 
 def main():
@@ -112,7 +119,9 @@ def main():
             ok = r["lost"] == 0 and r["dropped"] == 0 and r["p99_s"] <= P99_LIMIT_S and r["masks"] >= 0.97 * expected
             print(
                 f"{size} N={n}: {r['masks']} masks received of ~{expected} at 30 fps, worker drops "
-                f"{r['dropped']:.0f}, lost {r['lost']:.0f}, p99 {1000 * r['p99_s']:.0f} ms, load {r['load']:.1f}: "
+                f"{r['dropped']:.0f}, lost {r['lost']:.0f}, p99 {1000 * r['p99_s']:.0f} ms, load {r['load']:.1f}; "
+                f"CPU per camera: worker {100 * r['cpu']['worker'] / n:.0f}%, capture "
+                f"{100 * r['cpu']['capture'] / n:.0f}% of a core, this subscriber {100 * r['cpu']['this']:.0f}%: "
                 + ("pass" if ok else "FAIL"),
                 flush=True,
             )
