@@ -1,9 +1,13 @@
 """Speed of the streaming model's per-frame path against OpenCV's and BGSLibrary's subtractors.
 
-Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_stream.py [--frames N]``.
+Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_stream.py [--frames N] [--source S] [--masks]``.
 
-Frames: CDnet highway (320 x 240) from ../shared when present, else the synthetic scene, decoded
-beforehand. Every method runs in this process, one OpenCV thread, one BLAS thread, on the same
+Frames (``--source``): CDnet highway (320 x 240) from ../shared when present, else the synthetic
+scene (the default); ``motorway:WxH``, the motorway video resized as ``bench_hd`` resizes it; or
+a CDnet sequence's directory; decoded beforehand. ``--masks`` prints, before the timings, a
+SHA-256 of kdrsdl-stream's masks over the frames with inline refits and its CPU time a frame in a
+tight loop: two versions of the code that give the same digest on the same machine give the same
+masks. Every method runs in this process, one OpenCV thread, one BLAS thread, on the same
 frames in the same run, in interleaved rounds (default 3) of which each method's best counts (the
 machine is shared: the best round is the repeatable figure). Every method is fed as a live camera
 feeds it, at most ``--fps`` frames per second of wall time (default 30), and its figure is the time
@@ -18,14 +22,18 @@ runs a refit waits for it. Accuracy is ``kdrsdl evaluate``'s job.
 """
 
 import argparse
+import hashlib
 import pathlib
 import sys
+import tempfile
 import time
 
 import cv2
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
+sys.path.insert(0, str(ROOT / "tests" / "streamer"))
 
 from core.evaluation.scene import SyntheticScene  # noqa: E402
 from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
@@ -35,7 +43,19 @@ HIGHWAY = ROOT.parent / "shared" / "data" / "cdnet2014" / "baseline" / "highway"
 PEERS = ("mog2", "knn", "gsoc", "subsense")
 
 
-def frames(n):
+def frames(n, source="highway"):
+    """A description of the frames and the frames, (h, w) uint8, at most ``n`` (see the module's docstring)."""
+    if source.startswith("motorway:"):
+        from bench_hd import make_input  # noqa: PLC0415 (it needs ../shared; the default does not)
+
+        size = source.split(":", 1)[1]
+        _, X = make_input(size, tempfile.mkdtemp(prefix="kdrsdl-stream-"))
+        return f"motorway video {size}", X[:n]
+    if source != "highway":
+        files = sorted(pathlib.Path(source, "input").glob("in*.jpg"))[:n]
+        if not files:
+            raise SystemExit(f"{source}: no input/in*.jpg frames")
+        return f"{source} ({len(files)} frames)", [cv2.imread(str(f), cv2.IMREAD_GRAYSCALE) for f in files]
     if HIGHWAY.exists():
         return "CDnet highway 320x240", [
             cv2.imread(str(HIGHWAY / "input" / f"in{i:06d}.jpg"), cv2.IMREAD_GRAYSCALE) for i in range(1, n + 1)
@@ -74,6 +94,15 @@ def time_ours(X, fps, async_refit=True):
     return rate, worst, sum(r.cpu_seconds for r in reports), len(reports), len(X) / fps
 
 
+def mask_digest(X):
+    """SHA-256 of kdrsdl-stream's masks over ``X`` (inline refits, its defaults), and its CPU seconds a frame."""
+    sub, digest = KDRSDLBackgroundSubtractor(), hashlib.sha256()
+    c0 = time.process_time()
+    for frame in X:
+        digest.update(sub.process(frame).fgmask.tobytes())
+    return digest.hexdigest(), (time.process_time() - c0) / len(X)
+
+
 def time_peer(name, X, fps):
     """Frames per second of peer ``name``'s own calls, and its slowest call (seconds)."""
     sub = peers.create(name)
@@ -85,9 +114,14 @@ def main():
     ap.add_argument("--frames", type=int, default=600, help="frames to time (default 600: 20 s of video)")
     ap.add_argument("--fps", type=float, default=30.0, help="frames per second fed to every method (default 30)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each method's best is reported")
+    ap.add_argument("--source", default="highway", help="highway (default), motorway:WxH, or a CDnet sequence's path")
+    ap.add_argument("--masks", action="store_true", help="first, the digest of kdrsdl-stream's masks (inline refits)")
     args = ap.parse_args()
     cv2.setNumThreads(1)
-    what, X = frames(args.frames)
+    what, X = frames(args.frames, args.source)
+    if args.masks:
+        digest, cpu = mask_digest(X)
+        print(f"{what}: kdrsdl-stream masks sha256 {digest[:16]}, {1000 * cpu:.2f} ms of CPU a frame, inline refits")
     print(f"{what}, {len(X)} frames fed at {args.fps:g} fps, one thread per method")
     best, worst, cpu_share = {}, {}, []
     ours_name = "kdrsdl-stream (per-frame path)"
