@@ -3,15 +3,15 @@
 Every source yields grayscale uint8 frames. Reads from network streams are timed:
 a frozen RTSP server can make a read block and still return True (docs/design.md, "Failure handling").
 
-FFmpeg decodes most videos into planar YUV, whose first plane (luma) already is a grayscale
-image. OpenCV converts each frame to BGR, and the capture then converted BGR back to gray: a
-1280 x 720 MJPG frame took 2.6 ms that way, 1.6 ms as its luma plane (one-off timing, one
-thread; docs/results.md, "Cameras per core"). For a video file, :class:`OpenCVSource` therefore
-reads the luma plane (OpenCV's ``CAP_PROP_CONVERT_RGB`` off) when, on a frame with a picture
-near the file's start, it reproduces OpenCV's own gray image (:func:`luma_table`, which also
-tells the plane's range). Streams and cameras keep OpenCV's conversion: OpenCV does not say a
-stream's range (full or limited, both "I420"), and two opens of a live stream cannot be made
-to show the same frame to compare.
+FFmpeg decodes most videos into planar YUV, whose first plane (luma) already is a grayscale image.
+OpenCV converts each frame to BGR, and the capture then converted BGR back to gray: reading 1280 x
+720 MJPG at 30 fps took 7.5% of a core that way, 4.0% as its luma plane
+(``tests/bench/profile_worker.py --process capture``; docs/results.md, "Cameras per core"). For a
+video file, :class:`OpenCVSource` therefore reads the luma plane (OpenCV's ``CAP_PROP_CONVERT_RGB``
+off) when, on a frame with a picture near the file's start, it reproduces OpenCV's own gray image
+(:func:`luma_table`, which also tells the plane's range). Streams and cameras keep OpenCV's
+conversion: OpenCV does not say a stream's range (full or limited, both "I420"), and two opens of a
+live stream cannot be made to show the same frame to compare.
 """
 
 import contextlib
