@@ -9,7 +9,7 @@ OpenCV converts each frame to BGR, and the capture then converted BGR back to gr
 (``tests/bench/profile_worker.py --process capture``; docs/results.md, "Cameras per core"). For a
 video file, :class:`OpenCVSource` therefore reads the luma plane (OpenCV's ``CAP_PROP_CONVERT_RGB``
 off) when, on a frame with a picture near the file's start, it reproduces OpenCV's own gray image
-(:func:`luma_table`, which also tells the plane's range). Streams and cameras keep OpenCV's
+(:func:`luma_range`, which also tells the plane's range). Streams and cameras keep OpenCV's
 conversion: OpenCV does not say a stream's range (full or limited, both "I420"), and two opens of a
 live stream cannot be made to show the same frame to compare.
 """
@@ -38,7 +38,7 @@ PROBE_FRAMES = 50
 MIN_SPREAD = 24
 #: The luma plane's two ranges (ITU-R BT.601): full ("JPEG", 0-255, OpenCV's gray as is) and
 #: limited ("TV", 16-235, stretched to 0-255 as OpenCV's BGR conversion does).
-_LUMA_TABLES = {
+LUMA_TABLES = {
     "full": np.arange(256, dtype=np.uint8),
     "limited": np.clip(np.round((np.arange(256) - 16) * 255 / 219), 0, 255).astype(np.uint8),
 }
@@ -90,25 +90,20 @@ class SyntheticSource:
         """Nothing to release."""
 
 
-def _picture(cap: cv2.VideoCapture, frames: int, exactly: bool = False) -> tuple[np.ndarray | None, int]:
-    """The first of the next ``frames`` frames with a picture (gray if converted), and how many were read.
+def _picture(cap: cv2.VideoCapture, frames: int) -> tuple[np.ndarray | None, int]:
+    """The first of the next ``frames`` frames with a picture, as gray, and how many were read.
 
     A frame counts as a picture when its 1st and 99th percentiles lie :data:`MIN_SPREAD` levels
-    apart (a flat frame, as a fade from black, cannot tell the two ranges apart). With
-    ``exactly``, the ``frames``-th frame, whatever it shows (to align a second capture of the
-    file with the first). None when the reads fail or show no picture.
+    apart (a flat frame, as a fade from black, cannot tell the two ranges apart). None when the
+    reads fail or show no picture.
     """
     for n in range(1, frames + 1):
         ok, frame = cap.read()
         if not ok or frame is None:
             return None, n
-        if frame.ndim == 3:
-            frame = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
-        if exactly:
-            if n == frames:
-                return frame, n
-        elif np.subtract(*np.percentile(frame, [99, 1])) >= MIN_SPREAD:
-            return frame, n
+        gray = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY) if frame.ndim == 3 else frame
+        if np.subtract(*np.percentile(gray, [99, 1])) >= MIN_SPREAD:
+            return gray, n
     return None, frames
 
 
@@ -123,7 +118,7 @@ def _quiet_opencv() -> Iterator[None]:
         cv2.utils.logging.setLogLevel(level)
 
 
-def luma_table(gray: np.ndarray, luma: np.ndarray) -> tuple[str, np.ndarray] | None:
+def luma_range(gray: np.ndarray, luma: np.ndarray) -> str | None:
     """The range of a decoder's luma plane, from one frame's OpenCV gray image and its plane.
 
     Each range's table maps the plane; the one closer to ``gray`` on average is taken when 99% of
@@ -138,18 +133,16 @@ def luma_table(gray: np.ndarray, luma: np.ndarray) -> tuple[str, np.ndarray] | N
 
     Returns
     -------
-    (str, ndarray of shape (256,), uint8) or None
-        The range's name ("full" or "limited") and its lookup table; None when ``luma`` has
-        another shape or dtype, or neither range reproduces ``gray`` (another pixel format,
+    str or None
+        "full" or "limited" (the key of its lookup table in ``LUMA_TABLES``); None when ``luma``
+        has another shape or dtype, or neither range reproduces ``gray`` (another pixel format,
         packed or of 10 bits, whose first plane is not the picture's luma).
     """
     if luma.shape != gray.shape or luma.dtype != np.uint8:
         return None
-    diffs = {name: cv2.absdiff(cv2.LUT(luma, table), gray) for name, table in _LUMA_TABLES.items()}
+    diffs = {name: cv2.absdiff(cv2.LUT(luma, table), gray) for name, table in LUMA_TABLES.items()}
     name = min(diffs, key=lambda n: float(diffs[n].mean()))
-    if np.percentile(diffs[name], 99) > LUMA_TOLERANCE:
-        return None
-    return name, _LUMA_TABLES[name]
+    return name if np.percentile(diffs[name], 99) <= LUMA_TOLERANCE else None
 
 
 class OpenCVSource:
@@ -177,7 +170,6 @@ class OpenCVSource:
             raise SourceError(f"video file {spec!r} does not exist")
         #: "bgr" (OpenCV's conversion, then gray), or the luma plane's range ("full", "limited")
         self.decoding = "bgr"
-        self._table: np.ndarray | None = None  # the luma plane's lookup table; None: as it is
         self.cap = self._open()
 
     def _capture(self, convert: bool = True) -> cv2.VideoCapture:
@@ -193,11 +185,11 @@ class OpenCVSource:
             params += [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, OPEN_TIMEOUT_MS, cv2.CAP_PROP_READ_TIMEOUT_MSEC, READ_TIMEOUT_MS]
         if convert:
             return cv2.VideoCapture(self.spec, cv2.CAP_FFMPEG, params)
-        with _quiet_opencv():  # "BGR conversion turned OFF": luma_table decides, not OpenCV's warning
+        with _quiet_opencv():  # "BGR conversion turned OFF": luma_range decides, not OpenCV's warning
             return cv2.VideoCapture(self.spec, cv2.CAP_FFMPEG, params)
 
     def _open(self) -> cv2.VideoCapture:
-        self.decoding, self._table = "bgr", None
+        self.decoding = "bgr"
         cap = self._capture()
         if not cap.isOpened() and self.kind == "file":  # not a video FFmpeg reads: OpenCV's other backends
             cap.release()
@@ -216,12 +208,11 @@ class OpenCVSource:
         if gray is not None:
             plain = self._capture(convert=False)
             with _quiet_opencv():
-                luma, _ = _picture(plain, n, exactly=True)
+                for _ in range(n):  # the same frame of the file, as the plane
+                    ok, luma = plain.read()
             plain.release()
-            found = None if luma is None else luma_table(gray, luma)
-            if found is not None:
-                self.decoding, table = found
-                self._table = None if self.decoding == "full" else table
+            if ok and luma is not None:
+                self.decoding = luma_range(gray, luma) or "bgr"
         return self._capture(convert=self.decoding == "bgr")
 
     def read(self) -> np.ndarray:
@@ -249,8 +240,10 @@ class OpenCVSource:
             raise SourceError(
                 f"read from {self.spec!r} took {took:.1f} s (> {self.read_timeout_s:.1f} s): stream stalled"
             )
-        if self.decoding != "bgr":
-            return frame if self._table is None else cv2.LUT(frame, self._table)
+        if self.decoding == "limited":
+            return cv2.LUT(frame, LUMA_TABLES["limited"])
+        if self.decoding == "full":
+            return frame
         if frame.ndim == 3:
             frame = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
         return frame

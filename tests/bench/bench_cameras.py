@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT / "tests" / "streamer"))
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from bench_hd import VIDEO, cpu_seconds, make_input  # noqa: E402
-from helpers import free_port, kdrsdl, metric, scrape, stop, wait_for  # noqa: E402
+from bench_hd import VIDEO, make_input  # noqa: E402
+from helpers import cpu_seconds, free_port, kdrsdl, metric, scrape, stop, wait_for  # noqa: E402
 
 from streamer.protocol import decode  # noqa: E402
 

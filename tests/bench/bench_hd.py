@@ -21,7 +21,6 @@ its own BLAS and OpenCV threads.
 
 import argparse
 import json
-import os
 import pathlib
 import sys
 import tempfile
@@ -36,6 +35,7 @@ sys.path.insert(0, str(ROOT / "tests" / "streamer"))
 sys.path.insert(0, str(ROOT))
 
 from helpers import (  # noqa: E402
+    cpu_seconds,
     free_port,
     metric,
     receive,
@@ -82,12 +82,6 @@ def mog2_fps(frames):
     for f in frames:
         sub.apply(f)
     return len(frames) / (time.perf_counter() - t0)
-
-
-def cpu_seconds(pid):
-    """CPU seconds (user + system) a live process has used so far, from ``/proc/PID/stat``."""
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def pipeline(path, seconds, tmp, tag, config=()):

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "tests" / "streamer"))
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 
 from bench_stream import frames  # noqa: E402
-from helpers import free_port, scrape, start_capture, start_worker, stop, wait_for  # noqa: E402
+from helpers import cpu_seconds, free_port, scrape, start_capture, start_worker, stop, wait_for  # noqa: E402
 
 from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
 from streamer.config import MotionConfig, ZoneConfig  # noqa: E402
@@ -104,12 +104,6 @@ def in_process(n):
     print(f"  motion stage, 2 zones + 1 ignored area:      {zones_ms:.3f} ms ({zones_ms / mog2_ms:.2f} x MOG2)")
     print(f"  live view offer, no viewer:                  {1000 * offer_ms:.1f} us")
     print(f"  one preview frame drawn and JPEG-encoded:    {jpeg_ms:.3f} ms (at most preview_fps a second)")
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def watch(url, stop_event, got):

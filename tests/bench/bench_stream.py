@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "tests" / "streamer"))
 from core.evaluation.scene import SyntheticScene  # noqa: E402
 from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
 from streamer.evaluation import peers  # noqa: E402
+from streamer.evaluation.cdnet import Sequence  # noqa: E402
 
 HIGHWAY = ROOT.parent / "shared" / "data" / "cdnet2014" / "baseline" / "highway"
 PEERS = ("mog2", "knn", "gsoc", "subsense")
@@ -52,10 +53,8 @@ def frames(n, source="highway"):
         _, X = make_input(size, tempfile.mkdtemp(prefix="kdrsdl-stream-"))
         return f"motorway video {size}", X[:n]
     if source != "highway":
-        files = sorted(pathlib.Path(source, "input").glob("in*.jpg"))[:n]
-        if not files:
-            raise SystemExit(f"{source}: no input/in*.jpg frames")
-        return f"{source} ({len(files)} frames)", [cv2.imread(str(f), cv2.IMREAD_GRAYSCALE) for f in files]
+        seq = Sequence.open(source)
+        return seq.name, list(seq.frames(seq.first_input, min(seq.last_input, seq.first_input + n - 1)))
     if HIGHWAY.exists():
         return "CDnet highway 320x240", [
             cv2.imread(str(HIGHWAY / "input" / f"in{i:06d}.jpg"), cv2.IMREAD_GRAYSCALE) for i in range(1, n + 1)

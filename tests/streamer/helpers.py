@@ -79,6 +79,13 @@ def memory_mib(pid, field="VmRSS"):
     raise LookupError(f"no {field} in /proc/{pid}/status")
 
 
+def cpu_seconds(pid):
+    """CPU seconds (user + system) a live process has used so far, from ``/proc/PID/stat``."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def wait_for(cond, timeout, what):
     """Poll ``cond()`` until it returns a truthy value; fail after ``timeout`` seconds."""
     end = time.monotonic() + timeout

@@ -12,7 +12,7 @@ from conftest import MOTORWAY, need
 from helpers import rtsp_server
 
 from core.evaluation.scene import SyntheticScene
-from streamer.sources import LUMA_TOLERANCE, OpenCVSource, luma_table
+from streamer.sources import LUMA_TOLERANCE, OpenCVSource, luma_range
 
 FRAMES = 40
 
@@ -70,16 +70,15 @@ def test_the_real_motorway_video_is_read_from_its_luma_plane():
 
 def test_the_luma_plane_is_refused_unless_it_reproduces_opencvs_gray():
     gray = SyntheticScene(240, 320).frame_uint8(5)
-    full, limited = luma_table(gray, gray), luma_table(gray, np.round(16 + gray * (219 / 255)).astype(np.uint8))
-    assert full is not None and full[0] == "full"
-    assert limited is not None and limited[0] == "limited"
-    assert luma_table(gray, gray[:, :-2]) is None  # another shape (a padded plane)
-    assert luma_table(gray, gray.astype(np.uint16) * 4) is None  # a 10-bit plane
+    assert luma_range(gray, gray) == "full"
+    assert luma_range(gray, np.round(16 + gray * (219 / 255)).astype(np.uint8)) == "limited"
+    assert luma_range(gray, gray[:, :-2]) is None  # another shape (a padded plane)
+    assert luma_range(gray, gray.astype(np.uint16) * 4) is None  # a 10-bit plane
     # right values, wrong places (a plane of another layout)
-    assert luma_table(gray, np.random.default_rng(0).permutation(gray.ravel()).reshape(gray.shape)) is None
+    assert luma_range(gray, np.random.default_rng(0).permutation(gray.ravel()).reshape(gray.shape)) is None
     # 2 levels off passes (rounding, chroma); LUMA_TOLERANCE + 2 does not
-    assert luma_table(gray, cv2.add(gray, 2)) is not None
-    assert luma_table(gray, cv2.add(gray, int(LUMA_TOLERANCE) + 2)) is None
+    assert luma_range(gray, cv2.add(gray, 2)) is not None
+    assert luma_range(gray, cv2.add(gray, int(LUMA_TOLERANCE) + 2)) is None
 
 
 def test_a_stream_keeps_opencvs_conversion():
