@@ -2,10 +2,14 @@
 
 A refit solves KDRSDL in mean mode on the window (cold, or warm-started from the previous
 solution slid to the new window: :func:`core.slide_state`), and estimates the background's
-per-pixel spread on it (:func:`core.streaming.decision.pixel_spread`). It never raises: numerical trouble
-comes back as a report with ``reset=True``, and the model starts cold at the next refit.
+per-pixel spread on it (:func:`core.streaming.decision.pixel_spread`). With ``refit_scale`` > 1 it
+solves the window reduced by that factor and lifts the solution back (:mod:`core.streaming.coarse`):
+the state then holds the coarse A, B, cores, E and duals, and M at the processing resolution. It
+never raises: numerical trouble comes back as a report with ``reset=True``, and the model starts
+cold at the next refit.
 """
 
+import dataclasses
 import os
 import queue
 import sys
@@ -18,8 +22,10 @@ import numpy as np
 
 from core.solver.kdrsdl import Cancelled, KDRSDLResult, kdrsdl
 from core.solver.state import KDRSDLState
+from core.streaming.coarse import coarse_init, lift, reduce_window
 from core.streaming.decision import pixel_spread
 from core.streaming.params import BackgroundParams
+from core.streaming.resolution import refit_shape
 from core.streaming.samples import window_samples
 
 #: Niceness the refit thread adds to its own (Linux, where a thread's priority is its own): the
@@ -60,7 +66,8 @@ class RefitReport:
     cpu_seconds : float
         CPU time of the thread that ran it, seconds (one BLAS thread: all of its CPU).
     result : KDRSDLResult or None
-        The solution; None when the refit failed (``reset``).
+        The solution; None when the refit failed (``reset``). After a coarse refit (``scale`` >
+        1) its arrays are at the refit resolution, except ``M`` (the lifted background).
     sigma : ndarray, shape (m, n), float32, or None
         Per-pixel spread of the background over the window (None unless asked for).
     warm : bool
@@ -119,8 +126,10 @@ class RefitSettings:
     max_iter: int
     backoff: float
     rebalance: bool
-    e_cut: Optional[float]
+    e_cut: float
+    spread: bool = True
     samples: int = 0
+    scale: int = 1
 
     @classmethod
     def from_knobs(cls, p: BackgroundParams, lam: float) -> "RefitSettings":
@@ -134,8 +143,10 @@ class RefitSettings:
             max_iter=p.refit_max_iter,
             backoff=p.refit_backoff,
             rebalance=p.rebalance,
-            e_cut=p.e_cut if pixel else None,
+            e_cut=p.e_cut,
+            spread=pixel,
             samples=p.samples if pixel else 0,
+            scale=p.solve_scale,
         )
 
 
@@ -157,8 +168,9 @@ def solve_window(
     start : int
         Index of the window's first frame, carried into the report.
     s : RefitSettings
-        ``e_cut`` None skips the per-pixel spread; ``samples`` > 0 makes a cold refit seed that
-        many background samples per pixel.
+        ``spread`` False skips the per-pixel spread; ``samples`` > 0 makes a cold refit seed that
+        many background samples per pixel; ``scale`` > 1 solves the window reduced by that
+        factor and lifts M and E back to ``X``'s resolution (:func:`core.streaming.coarse.lift`).
     cancel : threading.Event, optional
         Set it to abandon the refit (checked between the solver's iterations).
 
@@ -169,17 +181,23 @@ def solve_window(
     """
     t0, c0 = time.perf_counter(), time.thread_time()
     try:
-        r = min(s.rank, *X.shape[1:])
+        shape = refit_shape(X.shape[1:], s.scale)
+        Xs = X if shape == X.shape[1:] else reduce_window(X, shape)
+        if init is not None and Xs is not X:
+            init = coarse_init(init, shape)
+        r = min(s.rank, *shape)
+        # A coarse refit weighs |R|_1 by alpha / scale (core.streaming.coarse, "The weight of R")
+        alpha = s.alpha / s.scale if Xs is not X else s.alpha
         # Overflow is caught by the finiteness check below and becomes a counted reset, so
         # NumPy's floating-point warnings are not needed (np.errstate is per thread). A refit
         # stops at max_iter by design: no ConvergenceWarning (warning filters are process-wide).
         with np.errstate(all="ignore"):
             if init is None:
                 res = kdrsdl(
-                    X,
+                    Xs,
                     r,
                     lam=s.lam,
-                    alpha=s.alpha,
+                    alpha=alpha,
                     mean=True,
                     tol=s.tol,
                     max_iter=3 * s.max_iter,
@@ -188,10 +206,10 @@ def solve_window(
                 )
             else:
                 res = kdrsdl(
-                    X,
+                    Xs,
                     r,
                     lam=s.lam,
-                    alpha=s.alpha,
+                    alpha=alpha,
                     mean=True,
                     tol=s.tol,
                     max_iter=s.max_iter,
@@ -204,10 +222,14 @@ def solve_window(
         assert res.M is not None  # mean mode always returns M
         if not all(np.isfinite(a).all() for a in (res.A, res.B, res.M, res.R)):
             raise FloatingPointError("window refit produced non-finite values")
-        sigma = None if s.e_cut is None else pixel_spread(X, res.M, res.E, s.e_cut)
+        M, E = res.M, res.E
+        if Xs is not X:
+            M, E = lift(X, Xs, res, s.lam, s.e_cut)
+            res = dataclasses.replace(res, M=M, state=dataclasses.replace(res.state, M=M))
+        sigma = pixel_spread(X, M, E, s.e_cut) if s.spread else None
         samples = None
-        if init is None and s.samples and s.e_cut is not None:
-            samples = window_samples(X, res.M, res.E, s.e_cut, s.samples)
+        if init is None and s.samples and s.spread:
+            samples = window_samples(X, M, E, s.e_cut, s.samples)
         seconds, cpu = time.perf_counter() - t0, time.thread_time() - c0
         return RefitReport(
             start, seconds, cpu, res, sigma, init is not None, rank=numerical_rank(res.A), samples=samples

@@ -36,6 +36,14 @@ def processing_shape(shape: tuple[int, int], side: int) -> tuple[int, int]:
     return (max(1, round(h * f)), max(1, round(w * f)))
 
 
+def refit_shape(shape: tuple[int, int], scale: int) -> tuple[int, int]:
+    """The (h, w) at which refits solve frames of ``shape`` (h, w): each side divided by
+    ``scale`` (rounded down, at least 1); ``shape`` itself when ``scale`` is 1."""
+    if scale <= 1:
+        return (int(shape[0]), int(shape[1]))
+    return (max(1, shape[0] // scale), max(1, shape[1] // scale))
+
+
 def reduce(frame: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """``frame`` (h, w) float32 at ``shape`` by area averaging; itself when the shape is equal.
 

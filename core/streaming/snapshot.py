@@ -21,7 +21,7 @@ import numpy as np
 
 from core.solver.state import KDRSDLState
 from core.streaming.params import BackgroundParams
-from core.streaming.resolution import processing_shape
+from core.streaming.resolution import processing_shape, refit_shape
 
 #: Version of the array layout; a checkpoint of another version is refused.
 VERSION = 3
@@ -150,7 +150,7 @@ def _from_arrays(ckpt, params):
     parts = {part: {k[len(part) + 1 :]: ckpt[k] for k in ckpt if k.startswith(part + "_")} for part in PARTS}
     state = sigma = None
     if "state_A" in ckpt:
-        state = _state(ckpt, proc, params.window)
+        state = _state(ckpt, proc, refit_shape(proc, params.solve_scale), params.window)
         if params.decision == "pixel":
             sigma = np.asarray(ckpt["sigma"], dtype=np.float32)
             if sigma.shape != proc or not np.isfinite(sigma).all():
@@ -165,20 +165,22 @@ def _from_arrays(ckpt, params):
     )
 
 
-def _state(ckpt, small, window):
+def _state(ckpt, small, solved, window):
+    """The window solution: A, B, cores, E and duals at the refit resolution ``solved``, M at the
+    processing resolution ``small`` (core.streaming.coarse)."""
     st = KDRSDLState(
         **{n: np.asarray(ckpt["state_" + n]) for n in _STATE_ARRAYS},
         **{n: float(ckpt["state_" + n]) for n in _STATE_SCALARS},
     )
     n_slices, r = st.n_slices, st.rank
     shapes = {
-        "A": (small[0], r),
-        "B": (small[1], r),
+        "A": (solved[0], r),
+        "B": (solved[1], r),
         "K": (n_slices, r, r),
         "R": (n_slices, r, r),
         "Y": (n_slices, r, r),
-        "E": (n_slices,) + small,
-        "Lam": (n_slices,) + small,
+        "E": (n_slices,) + solved,
+        "Lam": (n_slices,) + solved,
         "M": small,
     }
     for name, want in shapes.items():
