@@ -1,13 +1,14 @@
 """Window refits at a coarser resolution than the per-frame decision (``refit_scale``).
 
 A refit's cost is in passes over the window's pixels (docs/algorithm.md, "Cost and layout"), so
-solving KDRSDL on the window reduced by 2 on each side costs about a quarter. The per-frame
+solving KDRSDL on the window reduced by 2 on each side costs about a quarter; with the lift's own
+passes at the full size, a refit costs 0.3-0.45x (docs/results.md, "Cameras per core"). The per-frame
 decision still needs the background ``M``, the spread and the samples at the processing
 resolution, with its edges and texture. :func:`lift` brings them back from the coarse solution
 (docs/algorithm.md, "Coarse refits"):
 
-1. The foreground support. A coarse sample with ``|E| > e_cut`` marks its 2 x 2 block (nearest
-   neighbour), dilated by one pixel, so that no object edge counts as background.
+1. The foreground support. A coarse sample with ``|E| > e_cut`` marks its block (2 x 2 at scale 2;
+   nearest neighbour), dilated by one pixel, so that no object edge counts as background.
 2. ``M = up(M_c) + mean over the background samples of (X_i - up(X_c,i))``. The coarse robust
    mean ``M_c`` gives the low frequencies. The detail the reduction removed comes from the frames
    where the pixel is background. ``up`` is bilinear interpolation.

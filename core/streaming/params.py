@@ -177,8 +177,8 @@ class BackgroundParams:
         1,
         "The refits solve the window reduced by this factor on each side (area means, alpha / "
         "refit_scale), and the background, its spread and the samples are lifted back to the "
-        "processing resolution (core.streaming.coarse). 2 costs 0.4x the CPU per refit, for a mean F "
-        "over the CDnet sequences 0.002 lower (fall 0.024 lower; issue 26). 1 = at the processing "
+        "processing resolution (core.streaming.coarse). 2 costs 0.3-0.45x the CPU per refit, for a "
+        "mean F over the CDnet sequences 0.002 lower (fall 0.024 lower; issue 26). 1 = at the processing "
         "resolution. frame_model 'last' and 'fit' read the dictionary at that resolution: with them "
         "the refits ignore this knob.",
         "",

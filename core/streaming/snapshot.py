@@ -65,10 +65,13 @@ class ModelSnapshot:
 
 def settings(params: BackgroundParams) -> str:
     """The knobs a checkpoint must match, as JSON: all but ``async_refit`` and ``mask_resolution``,
-    which do not change what the model learns."""
+    which do not change what the model learns, and ``refit_scale`` at 1, so that a checkpoint of
+    the release before that knob still loads."""
     d = dataclasses.asdict(params)
     for name in ("async_refit", "mask_resolution"):
         d.pop(name)
+    if d["refit_scale"] == 1:  # what checkpoints made before the knob existed were made at
+        d.pop("refit_scale")
     return json.dumps(d, sort_keys=True)
 
 

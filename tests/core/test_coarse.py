@@ -15,6 +15,7 @@ from core.streaming.coarse import SUPPORT_DILATION, coarse_init, lift, reduce_wi
 from core.streaming.params import BackgroundParams
 from core.streaming.refit import RefitSettings, solve_window
 from core.streaming.resolution import refit_shape
+from core.streaming.snapshot import settings
 
 N, H, W = 12, 40, 60
 
@@ -175,3 +176,9 @@ def test_coarse_refits_on_the_synthetic_scene():
         if t >= 150:
             total = total + confusion(mask, scene.fgmask(t))
     assert 0.7 < total.f_measure
+
+
+def test_checkpoints_tell_coarse_refits_apart_and_older_ones_still_load():
+    # a checkpoint of the release before refit_scale holds settings without it: made at 1
+    assert "refit_scale" not in settings(BackgroundParams())
+    assert settings(BackgroundParams(refit_scale=2)) != settings(BackgroundParams())
