@@ -5,6 +5,7 @@ import dataclasses
 import cv2
 import numpy as np
 import pytest
+from test_decision import still_object_recall  # tests/core/test_decision.py, the conditional update
 
 from core.evaluation.metrics import Confusion, confusion
 from core.evaluation.scene import SyntheticScene
@@ -140,26 +141,12 @@ def test_coarse_refits_follow_a_strong_light_drift_over_a_long_stream():
     assert total.f_measure > 0.97
 
 
-def still_object_recall(frames, refit_scale=2):
-    """Recall on an object that walks in at frame 100 and stands still, at frame ``frames - 1``
-    (tests/core/test_decision.py, the conditional update)."""
-    rng = np.random.default_rng(1)
-    bg = (0.3 + 0.2 * rng.random((48, 64))).astype(np.float32)
-    sub = KDRSDLBackgroundSubtractor(refit_scale=refit_scale)
-    for t in range(frames):
-        x = bg + 0.01 * rng.standard_normal(bg.shape).astype(np.float32)
-        if t >= 100:
-            x[10:30, 20:40] = 0.9
-        mask = sub.apply(np.clip(x, 0, 1))
-    return float((mask[10:30, 20:40] > 0).mean())
-
-
 def test_with_coarse_refits_a_still_object_still_fades_in_the_end():
     # Measured, as with full-size refits: whole at frame 400 (the conditional update), gone by
     # frame 800. With alpha unchanged in the coarse solve it was still whole at frame 900: its
     # samples stayed in E, the spread narrow, and the update kept it out of the window for good.
-    assert still_object_recall(400) > 0.9
-    assert still_object_recall(850) < 0.1
+    assert still_object_recall(0.7, frames=400, refit_scale=2) > 0.9
+    assert still_object_recall(0.7, frames=850, refit_scale=2) < 0.1
 
 
 def test_coarse_refits_on_the_synthetic_scene():

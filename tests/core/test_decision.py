@@ -122,12 +122,13 @@ def test_postprocess_equals_the_scipy_reference(seed):
     np.testing.assert_array_equal(postprocess(mask, 3, 7, True), want)
 
 
-def still_object_recall(update_blend):
-    """Recall on an object that walks in at frame 100 and stands still, at frame 299."""
+def still_object_recall(update_blend, frames=300, **knobs):
+    """Recall on an object that walks in at frame 100 and stands still, at frame ``frames - 1``
+    (``knobs``: the model's other knobs)."""
     rng = np.random.default_rng(1)
     bg = (0.3 + 0.2 * rng.random((48, 64))).astype(np.float32)
-    sub = KDRSDLBackgroundSubtractor(update_blend=update_blend)
-    for t in range(300):
+    sub = KDRSDLBackgroundSubtractor(update_blend=update_blend, **knobs)
+    for t in range(frames):
         x = bg + 0.01 * rng.standard_normal(bg.shape).astype(np.float32)
         if t >= 100:
             x[10:30, 20:40] = 0.9
