@@ -182,12 +182,13 @@ def solve_window(
     t0, c0 = time.perf_counter(), time.thread_time()
     try:
         shape = refit_shape(X.shape[1:], s.scale)
-        Xs = X if shape == X.shape[1:] else reduce_window(X, shape)
-        if init is not None and Xs is not X:
+        coarse = shape != X.shape[1:]
+        Xs = reduce_window(X, shape) if coarse else X
+        if init is not None and coarse:
             init = coarse_init(init, shape)
         r = min(s.rank, *shape)
         # A coarse refit weighs |R|_1 by alpha / scale (core.streaming.coarse, "The weight of R")
-        alpha = s.alpha / s.scale if Xs is not X else s.alpha
+        alpha = s.alpha / s.scale if coarse else s.alpha
         # Overflow is caught by the finiteness check below and becomes a counted reset, so
         # NumPy's floating-point warnings are not needed (np.errstate is per thread). A refit
         # stops at max_iter by design: no ConvergenceWarning (warning filters are process-wide).
@@ -223,7 +224,7 @@ def solve_window(
         if not all(np.isfinite(a).all() for a in (res.A, res.B, res.M, res.R)):
             raise FloatingPointError("window refit produced non-finite values")
         M, E = res.M, res.E
-        if Xs is not X:
+        if coarse:
             M, E = lift(X, Xs, res, s.lam, s.e_cut)
             res = dataclasses.replace(res, M=M, state=dataclasses.replace(res.state, M=M))
         sigma = pixel_spread(X, M, E, s.e_cut) if s.spread else None

@@ -1,6 +1,7 @@
 """Speed of the streaming model's per-frame path against OpenCV's and BGSLibrary's subtractors.
 
-Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_stream.py [--frames N] [--source S] [--masks]``.
+Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_stream.py [--frames N] [--source S] [--masks]
+[--set KNOB=VALUE ...]`` (``--set`` changes one of kdrsdl-stream's knobs, e.g. ``refit_scale=2``).
 
 Frames (``--source``): CDnet highway (320 x 240) from ../shared when present, else the synthetic
 scene (the default); ``motorway:WxH``, the motorway video resized as ``bench_hd`` resizes it; or
@@ -34,6 +35,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "streamer"))
+
+from bench_ablation import value  # noqa: E402
 
 from core.evaluation.scene import SyntheticScene  # noqa: E402
 from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
@@ -80,8 +83,8 @@ def paced(X, call, fps):
     return len(X) / busy, worst
 
 
-def time_ours(X, fps, async_refit=True):
-    sub = KDRSDLBackgroundSubtractor(async_refit=async_refit)
+def time_ours(X, fps, knobs, async_refit=True):
+    sub = KDRSDLBackgroundSubtractor(**{**knobs, "async_refit": async_refit})
     reports = []
 
     def call(frame):
@@ -93,9 +96,9 @@ def time_ours(X, fps, async_refit=True):
     return rate, worst, sum(r.cpu_seconds for r in reports), len(reports), len(X) / fps
 
 
-def mask_digest(X):
-    """SHA-256 of kdrsdl-stream's masks over ``X`` (inline refits, its defaults), and its CPU seconds a frame."""
-    sub, digest = KDRSDLBackgroundSubtractor(), hashlib.sha256()
+def mask_digest(X, knobs):
+    """SHA-256 of kdrsdl-stream's masks over ``X`` (inline refits, ``knobs``), and its CPU seconds a frame."""
+    sub, digest = KDRSDLBackgroundSubtractor(**knobs), hashlib.sha256()
     c0 = time.process_time()
     for frame in X:
         digest.update(sub.process(frame).fgmask.tobytes())
@@ -115,17 +118,19 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each method's best is reported")
     ap.add_argument("--source", default="highway", help="highway (default), motorway:WxH, or a CDnet sequence's path")
     ap.add_argument("--masks", action="store_true", help="first, the digest of kdrsdl-stream's masks (inline refits)")
+    ap.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="one of kdrsdl-stream's knobs")
     args = ap.parse_args()
+    knobs = {k: value(v) for k, v in (s.split("=", 1) for s in args.set)}
     cv2.setNumThreads(1)
     what, X = frames(args.frames, args.source)
     if args.masks:
-        digest, cpu = mask_digest(X)
+        digest, cpu = mask_digest(X, knobs)
         print(f"{what}: kdrsdl-stream masks sha256 {digest[:16]}, {1000 * cpu:.2f} ms of CPU a frame, inline refits")
     print(f"{what}, {len(X)} frames fed at {args.fps:g} fps, one thread per method")
     best, worst, cpu_share = {}, {}, []
     ours_name = "kdrsdl-stream (per-frame path)"
     for _ in range(args.rounds):
-        ours, slowest, cpu, refits, video_s = time_ours(X, args.fps)
+        ours, slowest, cpu, refits, video_s = time_ours(X, args.fps, knobs)
         cpu_share.append(cpu / video_s)
         best[ours_name] = max(best.get(ours_name, 0), ours)
         worst[ours_name] = max(worst.get(ours_name, 0), slowest)
@@ -143,7 +148,7 @@ def main():
             f"  {name:32s} {fps:8.0f} fps   {1000 / fps:6.2f} ms/frame   ours / this = {ours / fps:5.2f}"
             f"   slowest call {1000 * worst[name]:6.1f} ms"
         )
-    _, inline_worst, _, _, _ = time_ours(X, args.fps, async_refit=False)
+    _, inline_worst, _, _, _ = time_ours(X, args.fps, knobs, async_refit=False)
     print(
         f"  kdrsdl-stream with inline refits (the class's default, not the factory's): slowest call "
         f"{1000 * inline_worst:.0f} ms (a refit)"

@@ -51,7 +51,7 @@ def test_refit_shape_divides_each_side_and_keeps_at_least_one_pixel():
 
 def test_without_foreground_the_lifted_background_is_the_window_mean():
     """With E = 0 and M_c the mean of the reduced frames, step 2 gives M = up(mean X_c) + mean(X -
-    up(X_c)) = mean X exactly, since the interpolation is linear: the reduction loses no detail."""
+    up(X_c)) = mean X exactly, since the interpolation is linear: the lift loses no detail."""
     X, _, _ = window_with_object()
     Xc = reduce_window(X, refit_shape((H, W), 2))
     res = coarse_solution(Xc)
