@@ -192,34 +192,24 @@ def solve_window(
         # Overflow is caught by the finiteness check below and becomes a counted reset, so
         # NumPy's floating-point warnings are not needed (np.errstate is per thread). A refit
         # stops at max_iter by design: no ConvergenceWarning (warning filters are process-wide).
+        # The criterion is computed only where it can stop the solve (lazy_criterion): a warm
+        # refit on its budget rarely meets tol, and the masks are the same to the bit.
         with np.errstate(all="ignore"):
-            if init is None:
-                res = kdrsdl(
-                    Xs,
-                    r,
-                    lam=s.lam,
-                    alpha=alpha,
-                    mean=True,
-                    tol=s.tol,
-                    max_iter=3 * s.max_iter,
-                    warn=False,
-                    cancel=cancel,
-                )
-            else:
-                res = kdrsdl(
-                    Xs,
-                    r,
-                    lam=s.lam,
-                    alpha=alpha,
-                    mean=True,
-                    tol=s.tol,
-                    max_iter=s.max_iter,
-                    init=init,
-                    backoff=s.backoff,
-                    rebalance=s.rebalance,
-                    warn=False,
-                    cancel=cancel,
-                )
+            res = kdrsdl(
+                Xs,
+                r,
+                lam=s.lam,
+                alpha=alpha,
+                mean=True,
+                tol=s.tol,
+                max_iter=3 * s.max_iter if init is None else s.max_iter,
+                warn=False,
+                cancel=cancel,
+                lazy_criterion=True,
+                init=init,  # backoff and rebalance apply to a warm start only
+                backoff=s.backoff,
+                rebalance=s.rebalance,
+            )
         assert res.M is not None  # mean mode always returns M
         if not all(np.isfinite(a).all() for a in (res.A, res.B, res.M, res.R)):
             raise FloatingPointError("window refit produced non-finite values")

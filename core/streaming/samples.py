@@ -214,11 +214,12 @@ class SampleSet:
         return out
 
     def _count(self, idx: np.ndarray, xv: np.ndarray, r: np.ndarray) -> np.ndarray:
-        """Samples of pixels ``idx`` (n,) within ``r`` ((n, 1) or (1, 1)) of ``xv`` (n, 1): int (n,)."""
+        """Samples of pixels ``idx`` (n,) within ``r`` ((n, 1) or (1, 1)) of ``xv`` (n, 1): uint8 (n,)."""
         d = np.take(self.samples, idx, axis=0)  # a new array, as self.samples[idx], and faster
         d -= xv
         np.abs(d, out=d)
-        return np.count_nonzero(d < r, axis=1)
+        # a row sum of bytes (K <= 200 fits in uint8): 3x faster than count_nonzero(axis=1)
+        return np.einsum("ij->i", (d < r).view(np.uint8))
 
     # ----------------------------------------------------------------- update
     def update(self, x: np.ndarray, learn: np.ndarray, dynamic: np.ndarray, t: int) -> None:

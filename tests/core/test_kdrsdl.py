@@ -109,6 +109,29 @@ def test_returned_E_M_L_are_those_the_last_criterion_measured(max_iter):
     assert err == pytest.approx(res.err_rec[-1], rel=1e-6)
 
 
+@pytest.mark.parametrize("max_iter", [6, 400])  # stopped by max_iter / by the criterion
+def test_lazy_criterion_gives_the_same_solve(max_iter):
+    # lazy_criterion skips err_rec where err_split >= tol (it cannot stop the solve there): the
+    # iterates, the stopping iteration and the last criterion must be those of the full solve,
+    # to the bit (the same operations in the same order on every array the result holds).
+    scene = SyntheticScene(24, 32, seed=5)
+    X = np.stack([scene.frame(t) for t in range(40)]).astype(np.float32)
+    kw = dict(mean=True, tol=1e-5, max_iter=max_iter, warn=False)
+    full = kdrsdl(X, 8, **kw)
+    lazy = kdrsdl(X, 8, lazy_criterion=True, **kw)
+    assert lazy.n_iter == full.n_iter and lazy.converged == full.converged == (max_iter == 400)
+    for name in ("A", "B", "R", "E", "M"):
+        np.testing.assert_array_equal(getattr(lazy, name), getattr(full, name), err_msg=name)
+    np.testing.assert_array_equal(lazy.state.Lam, full.state.Lam)
+    np.testing.assert_array_equal(lazy.err_split, full.err_split)
+    assert lazy.criterion[-1] == full.criterion[-1]
+    # measured exactly where it could stop the solve, NaN elsewhere (the first iterations, whose
+    # split is far above tol); a stop by the criterion needs both halves below tol
+    needed = np.r_[full.err_split[:-1] < 1e-5, True]
+    assert not needed.all() and np.isnan(lazy.err_rec[~needed]).all()
+    np.testing.assert_array_equal(lazy.err_rec[needed], full.err_rec[needed])
+
+
 def test_mu_is_capped_at_1e7_mu0():
     d = synthetic_tensor(5, 12, 10, 10, 3, 3, 0.1, rng=3)
     with warnings.catch_warnings():
