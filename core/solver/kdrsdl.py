@@ -558,8 +558,8 @@ def kdrsdl(
         ``tol``, and at the last one; elsewhere ``err_rec`` holds NaN. The iterates, the
         iteration at which the solve stops and the last criterion are exactly those of the
         default; an iteration costs one product of the size of ``S_i B`` less (of four). For
-        warm refits on a budget, which rarely meet ``tol`` (docs/algorithm.md, "Cheaper
-        refits"). A divergence is then caught by ``err_split`` or the cores' check.
+        warm refits on a budget, which rarely meet ``tol`` (docs/algorithm.md, "Cost and
+        layout"). A divergence is then caught by ``err_split`` or the cores' check.
 
     Returns
     -------
