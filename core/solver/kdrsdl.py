@@ -50,7 +50,8 @@ class KDRSDLResult:
         Whether the stopping criterion fell below ``tol``.
     err_rec, err_split : ndarray, shape (n_iter,), float64
         Per-iteration ``max_i |Xt_i - A R_i B^T|_F / |X_i|_F`` and
-        ``max_i |R_i - K_i|_F / |R_i|_F`` (unsquared, as the authors' code).
+        ``max_i |R_i - K_i|_F / |R_i|_F`` (unsquared, as the authors' code). With
+        ``lazy_criterion``, ``err_rec`` is NaN at the iterations where it was not computed.
     warm_start : bool
         Whether the solve started from ``init``.
     state : KDRSDLState
@@ -76,7 +77,8 @@ class KDRSDLResult:
 
     @property
     def criterion(self) -> np.ndarray:
-        """Per-iteration stopping criterion ``max(err_rec, err_split)``, shape (n_iter,)."""
+        """Per-iteration stopping criterion ``max(err_rec, err_split)``, shape (n_iter,) (NaN where
+        ``err_rec`` was not computed, :func:`kdrsdl`'s ``lazy_criterion``)."""
         return np.maximum(self.err_rec, self.err_split)
 
     @property
