@@ -124,6 +124,8 @@ class SampleSet:
     """
 
     def __init__(self, shape: tuple[int, int], params: SampleParams) -> None:
+        if not 1 <= params.k <= 255:  # the consensus counts matches in uint8 (_count)
+            raise ValueError(f"samples per pixel must be in [1, 255], got {params.k}")
         if not 1 <= params.matches <= params.k:
             raise ValueError(f"sample matches must be in [1, {params.k}], got {params.matches}")
         if params.period < DYNAMIC_SPEEDUP or params.period % DYNAMIC_SPEEDUP:

@@ -43,6 +43,16 @@ def test_consensus_needs_matches_samples_and_widen_scales_the_radius():
     assert s.match(x, every, np.full((3, 3), 2.0, np.float32), still).all()
 
 
+def test_the_count_holds_up_to_255_samples_and_more_are_refused():
+    # the consensus counts matches in uint8: at K = 255 every sample matching must still reach
+    # N = 255 (a wrapped count would be 255 + 1 = 0 at 256, hence the refusal)
+    x, every, still = np.full((2, 2), 0.5, np.float32), np.ones((2, 2), bool), np.zeros((2, 2), bool)
+    assert seeded((2, 2), [0.5] * 255, matches=255).match(x, every, None, still).all()
+    assert not seeded((2, 2), [0.5] * 254 + [0.0], matches=255).match(x, every, None, still).any()
+    with pytest.raises(ValueError, match="samples per pixel"):
+        SampleSet((2, 2), SampleParams(k=256))
+
+
 def test_a_dynamic_pixel_matches_a_neighbours_samples_and_a_still_one_does_not():
     shape = (5, 5)
     s = seeded(shape, [0.2] * 10)
