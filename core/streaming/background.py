@@ -83,7 +83,8 @@ class KDRSDLBackgroundSubtractor:
     A thin facade over the model's parts (docs/algorithm.md, "The streaming model"). The window
     (:mod:`core.streaming.window`): every ``window_stride``-th frame enters it, foreground pixels
     blended towards the background (``update_blend``). The refits (:mod:`core.streaming.refit`):
-    every ``refit_interval`` frames KDRSDL is re-solved on the window in mean mode, warm-started
+    every ``refit_interval`` frames (``refit_still_factor`` times that while the background holds
+    still) KDRSDL is re-solved on the window in mean mode, warm-started
     from the previous solution (A, B and duals, :func:`core.solver.kdrsdl` with
     :func:`core.slide_state`), inline or on a thread, and the background's per-pixel spread is
     estimated with the samples in ``E`` left out. The background samples
@@ -133,7 +134,9 @@ class KDRSDLBackgroundSubtractor:
         p = self.params
         self.shape: tuple[int, int] | None = None
         self._proc_shape: tuple[int, int] | None = None  # the processing resolution (h, w)
-        self._window = WindowSchedule(p.window, p.window_stride, p.refit_interval)
+        self._window = WindowSchedule(
+            p.window, p.window_stride, p.refit_interval, p.refit_still_factor * p.refit_interval
+        )
         self._state: KDRSDLState | None = None  # the installed window solution
         self._result_start = 0  # window.start of the window it was solved on
         self._refitter.cancel()
@@ -451,11 +454,25 @@ class KDRSDLBackgroundSubtractor:
             state = map_state(state, change)
             sigma = None if sigma is None else np.float32(change.gain) * sigma
         self._result_start = report.start
+        self._window.settled(report.warm and self._still(state))
         self._install_state(state, sigma)
         if report.samples is not None and self._samples is not None:
             self._samples.seed(report.samples)
             if change is not None:
                 self._samples.map_light(change.gain, change.offset)
+
+    def _still(self, state: KDRSDLState) -> bool:
+        """Whether ``state``'s background M moved from the installed one's by more than half the
+        band at fewer than ``refit_still_fraction`` of the pixels per ``refit_interval`` frames
+        of the interval in force (the next refit may wait; :mod:`core.streaming.window`)."""
+        old, d = self._state, self._decider
+        if old is None or old.M is None or state.M is None or d is None or self._sigma is None:
+            return False
+        moved = np.abs(state.M - old.M) > d.half(self._sigma)
+        # the fraction is per refit_interval frames: M drifts further over a longer interval
+        w = self._window
+        allowed = self.params.refit_still_fraction * moved.size * w.interval() / w.refit_interval
+        return bool(np.count_nonzero(moved) < allowed)
 
     def _install_state(self, state: KDRSDLState | None, sigma: np.ndarray | None) -> None:
         """Make ``state`` (and the spread ``sigma``) the model's window solution."""

@@ -152,6 +152,26 @@ class BackgroundParams:
         1,
         None,
     )
+    refit_still_factor: int = knob(
+        2,
+        "Refits come refit_interval x this frames apart while the background holds still: at "
+        "two refits in a row (core.streaming.window.STILL_REFITS), each moved M by more than "
+        "half its band at fewer than refit_still_fraction of the pixels; the first refit that "
+        "moves it more brings refit_interval back. 2 makes a refit every 128 frames on average "
+        "on the motorway video, for the same CDnet mean F (issue 26); 1 = off.",
+        "",
+        1,
+        100,
+    )
+    refit_still_fraction: float = knob(
+        0.001,
+        "Fraction of the pixels whose background M a refit may move by more than half their "
+        "band (max(k_sigma sigma, pixel_floor)) per refit_interval frames since the last refit, "
+        "while the background counts as still.",
+        "",
+        0,
+        1,
+    )
     refit_max_iter: int = knob(
         15,
         "Iterations of a warm refit (the cold first fit gets 3x): a fixed budget, since a warm refit "

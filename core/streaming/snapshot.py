@@ -65,10 +65,12 @@ class ModelSnapshot:
 
 def settings(params: BackgroundParams) -> str:
     """The knobs a checkpoint must match, as JSON: all but ``async_refit`` and ``mask_resolution``,
-    which do not change what the model learns, and ``refit_scale`` at 1, so that a checkpoint of
-    the release before that knob still loads."""
+    which do not change what the model learns, ``refit_still_factor`` and ``refit_still_fraction``,
+    which pace the refits but leave the state's meaning alone (a restored model starts at
+    ``refit_interval``), and ``refit_scale`` at 1, so that a checkpoint of the release before
+    these knobs still loads."""
     d = dataclasses.asdict(params)
-    for name in ("async_refit", "mask_resolution"):
+    for name in ("async_refit", "mask_resolution", "refit_still_factor", "refit_still_fraction"):
         d.pop(name)
     if d["refit_scale"] == 1:  # what checkpoints made before the knob existed were made at
         d.pop("refit_scale")

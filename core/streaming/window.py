@@ -4,7 +4,9 @@ Every ``stride``-th frame enters (the first one too), the oldest leaves once ``s
 are in, so the window spans ``size * stride`` frames. Until the model has solved a full
 window, it is refitted cold whenever the window reaches 2, 4, 8, ... frames and at ``size``
 (masks then come from the second frame on, rough at first); after that, every
-``refit_interval`` frames once a new frame has entered.
+``refit_interval`` frames once a new frame has entered, or every ``still_interval`` frames while
+the background holds still (the model tells :meth:`WindowSchedule.settled` after each refit):
+a static scene's background needs no refit every few seconds.
 """
 
 from collections.abc import Callable, Mapping
@@ -12,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
+
+#: Refits in a row at which the background held still before refits take ``still_interval``.
+STILL_REFITS = 2
 
 
 @dataclass
@@ -26,6 +31,11 @@ class WindowSchedule:
         Every ``stride``-th frame enters (>= 1).
     refit_interval : int
         Frames between warm refits (>= 1).
+    still_interval : int or None
+        Frames between warm refits once the background held still at :data:`STILL_REFITS`
+        refits in a row (>= 1); None = ``refit_interval`` always.
+    still_refits : int
+        Refits in a row at which the background held still (:meth:`settled`).
     frames : list of ndarray, each shape (m, n), float32
         The window, oldest first.
     start : int
@@ -41,14 +51,17 @@ class WindowSchedule:
     size: int
     stride: int
     refit_interval: int
+    still_interval: Optional[int] = None
+    still_refits: int = 0
     frames: list = field(default_factory=list)
     start: int = 0
     since_entry: int = 0
     since_refit: int = 0
     new_since_refit: int = 0
 
-    #: The counters a checkpoint stores, in order.
-    COUNTERS = ("start", "since_entry", "since_refit", "new_since_refit")
+    #: The counters a checkpoint stores, in order (a checkpoint of the release before
+    #: ``still_refits`` holds the first four: :meth:`load` takes it as 0).
+    COUNTERS = ("start", "since_entry", "since_refit", "new_since_refit", "still_refits")
 
     def enters_next(self) -> bool:
         """Whether the next frame enters the window (bool)."""
@@ -96,7 +109,18 @@ class WindowSchedule:
         if self.growing(solved_slices):
             n = len(self.frames)
             return entered and n >= 2 and (n & (n - 1) == 0 or n == self.size)
-        return self.since_refit >= self.refit_interval and self.new_since_refit > 0
+        return self.since_refit >= self.interval() and self.new_since_refit > 0
+
+    def interval(self) -> int:
+        """Frames between warm refits now: ``still_interval`` after :data:`STILL_REFITS` still
+        refits in a row, else ``refit_interval`` (int)."""
+        if self.still_interval and self.still_refits >= STILL_REFITS:
+            return self.still_interval
+        return self.refit_interval
+
+    def settled(self, still: bool) -> None:
+        """Count a refit at which the background held still (``still``), or start the count over."""
+        self.still_refits = self.still_refits + 1 if still else 0
 
     def growing(self, solved_slices: Optional[int]) -> bool:
         """Whether refits are still cold: no solution yet, or one of a window shorter than ``size``."""
@@ -118,7 +142,7 @@ class WindowSchedule:
     # ----------------------------------------------------------------- checkpoints
     def state(self) -> dict[str, np.ndarray]:
         """The frames and the counters as named arrays: ``frames`` (N, m, n) float32 and
-        ``counters`` (4,) int64 in the order of :data:`COUNTERS`."""
+        ``counters`` (5,) int64 in the order of :data:`COUNTERS`."""
         return {
             "frames": self.stack(),
             "counters": np.array([getattr(self, name) for name in self.COUNTERS], np.int64),
@@ -137,7 +161,7 @@ class WindowSchedule:
         ------
         ValueError
             If the frames are not (N, m, n) with 1 <= N <= ``size``, hold non-finite values, or
-            the counters are not four integers >= 0.
+            the counters are not four or five integers >= 0 (four: a checkpoint made before ``still_refits``).
         """
         frames = np.asarray(state["frames"], np.float32)
         counters = [int(v) for v in np.asarray(state["counters"]).ravel()]
@@ -145,6 +169,8 @@ class WindowSchedule:
             raise ValueError(f"window of shape {frames.shape} does not fit frames of {tuple(frame_shape)}")
         if not np.isfinite(frames).all():
             raise ValueError("window holds non-finite values")
+        if len(counters) == len(self.COUNTERS) - 1:  # made before still_refits: start at 0
+            counters.append(0)
         if len(counters) != len(self.COUNTERS) or min(counters) < 0:
             raise ValueError("window counters out of range")
         self.frames = list(frames.copy())

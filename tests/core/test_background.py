@@ -11,6 +11,7 @@ from conftest import HIGHWAY, need
 from core.evaluation.metrics import Confusion, cdnet_labels, confusion
 from core.evaluation.scene import SyntheticScene
 from core.streaming.background import KDRSDLBackgroundSubtractor
+from core.streaming.window import WindowSchedule
 
 
 def test_synthetic_scene_f_measure_after_first_window():
@@ -224,6 +225,62 @@ def test_refit_after_the_window_slid_past_the_whole_last_solution():
             refits.append(res.refit)
     assert [r.warm for r in refits[-4:]] == [True] * 4
     assert sub.state.n_slices == 8
+
+
+def refit_frames(still_factor, change_at=150, frames=260):
+    """The frames at which a model refits a still scene (noise only) in which a 20 x 20 patch
+    brightens by 0.3 for good at frame ``change_at``."""
+    rng = np.random.default_rng(3)
+    bg = (0.3 + 0.2 * rng.random((48, 64))).astype(np.float32)
+    sub = KDRSDLBackgroundSubtractor(
+        window=8, window_stride=2, rank=6, refit_interval=10, refit_still_factor=still_factor
+    )
+    at = []
+    for t in range(frames):
+        x = bg + 0.01 * rng.standard_normal(bg.shape).astype(np.float32)
+        if t >= change_at:
+            x[10:30, 20:40] += 0.3
+        if sub.process(np.clip(x, 0, 1)).refit is not None:
+            at.append(t)
+    return at
+
+
+def test_refits_slow_down_while_the_background_holds_still_and_not_after_a_change():
+    # Cold refits at 2, 4 and 8 entries (frames 2, 6, 14), then warm ones every refit_interval
+    # (10) frames. Once two warm refits in a row left M where it was, every 3 x 10 frames.
+    # The patch enters M (through the window's entries, at update_blend's 0.3 weight) in the
+    # refit of frame 214, which brings the interval of 10 back.
+    at = refit_frames(still_factor=3)
+    assert at[:11] == [2, 6, 14, 24, 34, 64, 94, 124, 154, 184, 214]
+    assert np.diff(at)[-3:].tolist() == [10, 10, 10]
+    # factor 1: the fixed interval, whatever the scene does
+    assert refit_frames(still_factor=1) == [2, 6, *range(14, 260, 10)]
+
+
+def test_the_still_count_survives_a_checkpoint_and_an_older_checkpoint_starts_it_at_0():
+    sched = WindowSchedule(4, 1, 10, 30)  # a full window, solved: warm refits every 10 or 30
+
+    def due_after(frames):
+        sched.started_refit()
+        sched.push(np.zeros((2, 3), np.float32))
+        sched.since_refit = frames
+        return sched.refit_due(4, True)
+
+    for _ in range(4):
+        sched.push(np.zeros((2, 3), np.float32))
+    sched.settled(True)
+    assert due_after(10)  # one still refit: the interval is still 10
+    sched.settled(True)
+    assert not due_after(29) and due_after(30)  # two in a row: 30
+    state = sched.state()
+    again = WindowSchedule(4, 1, 10, 30)
+    again.load(state, (2, 3))
+    assert again.still_refits == 2 and again.since_refit == 30
+    older = WindowSchedule(4, 1, 10, 30)
+    older.load({**state, "counters": state["counters"][:4]}, (2, 3))
+    assert older.still_refits == 0 and older.since_refit == 30
+    sched.settled(False)  # a refit that moved M starts the count over
+    assert sched.still_refits == 0 and due_after(10)
 
 
 def test_a_checkpoint_of_an_older_model_is_refused_not_used():
