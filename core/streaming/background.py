@@ -100,9 +100,11 @@ class KDRSDLBackgroundSubtractor:
 
     Until the first full window, the model is refitted cold at 2, 4, 8, ... window entries.
     Until the first solution is installed, a frame is judged by the global threshold against the
-    plain mean of the window's entries so far (the first frame is its own background), so masks
-    come from the second frame that enters the window on (rough at first), even while the first
-    refit still runs on its thread.
+    per-pixel median of the window's entries so far (the first frame is its own background), so
+    masks come from the second frame that enters the window on (rough at first), even while the
+    first refit still runs on its thread. The median, not the mean: an object in one entry of a
+    few would leave a ghost in a mean, one step of its motion behind it, for as long as a refit
+    starved of CPU takes.
 
     Parameters
     ----------
@@ -148,7 +150,7 @@ class KDRSDLBackgroundSubtractor:
         self._decider: PixelDecision | None = None  # per-pixel feedback state
         self._samples: SampleSet | None = None  # background samples
         self._last_bg: np.ndarray | None = None  # frame_model "last": M + the newest window frame's low-rank part
-        self._early_bg: np.ndarray | None = None  # before the first solution: the window's plain mean
+        self._early_bg: np.ndarray | None = None  # before the first solution: the window's median
         self._sync_refit: RefitReport | None = None  # report of an inline refit run after the last frame
 
     def _start(self, shape: tuple[int, int]) -> None:
@@ -272,6 +274,8 @@ class KDRSDLBackgroundSubtractor:
             raise ValueError(f"checkpoint is incomplete or malformed: {type(exc).__name__}: {exc}") from None
         self._lam = snap.lam
         self._install_state(snap.state, snap.sigma)
+        if self._state is None and self._window.frames:  # saved before the first solution
+            self._early_background()
         return self._state is not None
 
     # ----------------------------------------------------------------- model
@@ -416,8 +420,13 @@ class KDRSDLBackgroundSubtractor:
         self._sync_refit = None
         entered = self._window.push(learnt)
         if entered and self._state is None:
-            self._early_bg = self._window.stack().mean(axis=0)
+            self._early_background()
         self._maybe_refit(entered)
+
+    def _early_background(self) -> None:
+        """The background before the first solution: the per-pixel median of the window's entries
+        (an object in one of a few entries leaves no ghost, as it would in their mean)."""
+        self._early_bg = np.median(self._window.stack(), axis=0).astype(np.float32)
 
     def _maybe_refit(self, entered: bool) -> None:
         """Start a refit when one is due (inline: install it at once)."""

@@ -183,6 +183,33 @@ def test_checkpoint_restore_continues_exactly_as_uninterrupted(frame_model):
     assert warm_refits >= 4
 
 
+def test_a_checkpoint_made_before_the_first_solution_keeps_the_early_background():
+    # A worker stopped before its first refit landed (a refit thread starved of CPU) checkpoints
+    # the window with no solution. Restored, the model judged each frame against itself, an
+    # empty mask, until a frame entered the window (a regression: tests/streamer/test_events.py
+    # under load). It now judges them, as the uninterrupted model does, against the window's
+    # median.
+    rng = np.random.default_rng(2)
+    bg = (0.3 + 0.2 * rng.random((48, 64))).astype(np.float32)
+    first = KDRSDLBackgroundSubtractor(window=8, window_stride=4)
+    first.apply(bg)  # one entry: no refit yet (the first runs at two)
+    ckpt = first.checkpoint()
+    assert first.state is None and ckpt is not None
+    restored = KDRSDLBackgroundSubtractor(window=8, window_stride=4)
+    assert restored.restore(ckpt) is False  # only the window came back
+    x = bg.copy()
+    x[10:30, 20:40] = 0.9
+    for model in (first, restored):
+        mask = model.apply(x)
+        assert (mask[10:30, 20:40] > 0).mean() > 0.9 and not mask[35:, :].any()
+    # The early background is the entries' median: an object in one entry of three leaves no
+    # ghost (their mean would be 0.13 off there, over min_threshold's 0.10).
+    three = dict(ckpt, window_frames=np.stack([bg, x, bg]), window_counters=np.array([0, 0, 3, 3, 0]))
+    again = KDRSDLBackgroundSubtractor(window=8, window_stride=4)
+    assert again.restore(three) is False
+    assert not again.apply(bg).any()
+
+
 def test_checkpoint_restore_refuses_other_settings_and_damage():
     scene = SyntheticScene(60, 80, seed=4)
     model = KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6)
