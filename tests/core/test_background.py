@@ -11,6 +11,8 @@ from conftest import HIGHWAY, need
 from core.evaluation.metrics import Confusion, cdnet_labels, confusion
 from core.evaluation.scene import SyntheticScene
 from core.streaming.background import KDRSDLBackgroundSubtractor
+from core.streaming.params import BackgroundParams
+from core.streaming.snapshot import settings
 from core.streaming.window import WindowSchedule
 
 
@@ -308,6 +310,9 @@ def test_the_still_count_survives_a_checkpoint_and_an_older_checkpoint_starts_it
     assert older.still_refits == 0 and older.since_refit == 30
     sched.settled(False)  # a refit that moved M starts the count over
     assert sched.still_refits == 0 and due_after(10)
+    # the pace's knobs are not among those a checkpoint must match: one of the release before loads
+    assert "refit_still" not in settings(BackgroundParams())
+    assert settings(BackgroundParams(refit_still_factor=3)) == settings(BackgroundParams())
 
 
 def test_a_checkpoint_of_an_older_model_is_refused_not_used():
