@@ -31,9 +31,9 @@ class WindowSchedule:
         Every ``stride``-th frame enters (>= 1).
     refit_interval : int
         Frames between warm refits (>= 1).
-    still_interval : int or None
+    still_interval : int
         Frames between warm refits once the background held still at :data:`STILL_REFITS`
-        refits in a row (>= 1); None = ``refit_interval`` always.
+        refits in a row (>= 1; ``refit_interval`` = the same pace always).
     still_refits : int
         Refits in a row at which the background held still (:meth:`settled`).
     frames : list of ndarray, each shape (m, n), float32
@@ -51,7 +51,7 @@ class WindowSchedule:
     size: int
     stride: int
     refit_interval: int
-    still_interval: Optional[int] = None
+    still_interval: int
     still_refits: int = 0
     frames: list = field(default_factory=list)
     start: int = 0
@@ -114,9 +114,7 @@ class WindowSchedule:
     def interval(self) -> int:
         """Frames between warm refits now: ``still_interval`` after :data:`STILL_REFITS` still
         refits in a row, else ``refit_interval`` (int)."""
-        if self.still_interval and self.still_refits >= STILL_REFITS:
-            return self.still_interval
-        return self.refit_interval
+        return self.still_interval if self.still_refits >= STILL_REFITS else self.refit_interval
 
     def settled(self, still: bool) -> None:
         """Count a refit at which the background held still (``still``), or start the count over."""
