@@ -4,10 +4,11 @@ Sends without blocking: a refused send (high-water mark reached, worker slow or
 absent) is a counted drop, so a slow worker never grows memory or latency here.
 A failing source is released and reopened with exponential back-off and jitter.
 
-When the masks are asked at the processing resolution (``model.mask_resolution = "processing"``)
-the capture sends its frames already reduced to that resolution, with the size it reduced them
-from in the header's ``source_shape``: the worker then neither receives nor reduces the full
-frame, and measures regions and zones in the source's pixels (docs/design.md, "Wire format").
+Frames larger than the model's processing resolution (``model.processing_side``) are sent
+already reduced to it, uint8, with the size they were reduced from in the header's
+``source_shape``: the worker then neither receives nor reduces the full frame, measures regions
+and zones in the source's pixels, and enlarges the mask back to that size unless the masks are
+asked at the processing resolution (docs/design.md, "Wire format").
 """
 
 from __future__ import annotations
@@ -123,9 +124,9 @@ def run_capture(
         notify("READY=1")
     pace = _Pacer(c.fps)
     model = cfg.model.params()
-    side = model.processing_side if model.mask_resolution == "processing" else 0
+    side = model.processing_side
     if side:
-        log.info("masks at the processing resolution: frames sent reduced to a longest side of %d", side)
+        log.info("frames larger than the processing resolution sent reduced to a longest side of %d", side)
     source, attempt = None, 0
     try:
         while not stop.is_set():

@@ -25,6 +25,7 @@ import cv2
 import numpy as np
 import zmq
 
+from core.streaming.resolution import enlarge_mask
 from streamer import checkpoint, security
 from streamer.checkpointer import Checkpointer
 from streamer.config import ConfigError
@@ -192,7 +193,10 @@ class _Worker:
         self._count_refit(report.refit)
         res = report.result
         assert res is not None  # a report without an exception carries the result
-        motion = self.motion.update(res.fgmask, input_shape, h, res.fgmask_processing)
+        fgmask = res.fgmask
+        if fgmask.shape != input_shape and self.stage.model.params.mask_resolution == "input":
+            fgmask = enlarge_mask(fgmask, input_shape)  # the capture reduced the frame
+        motion = self.motion.update(fgmask, input_shape, h, res.fgmask_processing)
         events = motion.events
         if report.light is not None:
             self.m.light_changes.inc()

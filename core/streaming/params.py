@@ -244,8 +244,8 @@ class BackgroundParams:
     )
     mask_resolution: str = knob(
         "input",
-        "Resolution of the published mask: 'input' (the decision enlarged to the frame's size) or "
-        "'processing' (the capture then sends its frames reduced to that size).",
+        "Resolution of the published mask: 'input' (the decision enlarged to the frame's size: "
+        "the source's when the capture sent the frame reduced) or 'processing'.",
         choices=("input", "processing"),
     )
     # ------------------------------------------------------------------ the decision

@@ -3,7 +3,10 @@
 Every method takes the same grayscale uint8 frame and returns a boolean foreground mask (and,
 where the method has one, a continuous foreground score for ROC curves):
 
-- ``kdrsdl-stream``: our streaming model at its defaults (refits synchronous, so runs repeat).
+- ``kdrsdl-stream``: our streaming model at its defaults (refits synchronous, so runs repeat),
+  fed as the service feeds it: a frame larger than the processing resolution reduced to it in
+  uint8 first (what the capture sends), the mask enlarged back to the frame's size (what the
+  worker publishes).
 - ``mog2``, ``knn``: OpenCV's subtractors at their defaults, shadows off.
 - ``mog2+post``, ``knn+post``: the same masks through our mask post-processing, so the model's
   own contribution shows apart from the post-processing's.
@@ -23,6 +26,7 @@ from typing import Callable, Optional
 import cv2
 import numpy as np
 
+from core.streaming import resolution
 from core.streaming.background import BackgroundParams, KDRSDLBackgroundSubtractor
 from core.streaming.postprocess import postprocess
 
@@ -74,10 +78,12 @@ def _opencv(factory, post, params):
 
 def _kdrsdl_stream(model=None):
     sub = KDRSDLBackgroundSubtractor(model)
+    side = sub.params.processing_side
 
     def apply(frame):
-        out = sub.process(frame)
-        return out.fgmask > 0, out.score
+        out = sub.process(resolution.reduce(frame, resolution.processing_shape(frame.shape, side)))
+        mask = resolution.enlarge_mask(out.fgmask, frame.shape) > 0
+        return mask, resolution.enlarge(out.score_processing, frame.shape)
 
     return Subtractor(apply, dict(vars(sub.params)))
 

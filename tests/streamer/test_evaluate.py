@@ -82,6 +82,27 @@ def reference_counts(seq_dir, first_scored, last_scored, skip=()):
     return total
 
 
+def test_the_evaluated_model_is_fed_as_the_service_feeds_it():
+    """``kdrsdl-stream`` in ``evaluate`` gets a frame larger than the processing resolution as the
+    capture sends it (reduced in uint8) and is scored on the mask the worker publishes (enlarged
+    back to the frame's size): the service's masks, not those of a float reduction."""
+    from core.streaming.background import KDRSDLBackgroundSubtractor
+    from core.streaming.resolution import enlarge_mask, reduce
+    from streamer.evaluation import peers
+
+    scene = SyntheticScene(480, 720, seed=3)
+    evaluated = peers.create("kdrsdl-stream")
+    service, by_float = KDRSDLBackgroundSubtractor(), KDRSDLBackgroundSubtractor()
+    differ = 0
+    for t in range(60):
+        f = scene.frame_uint8(t)
+        mask, score = evaluated.apply(f)
+        assert mask.shape == score.shape == (480, 720)
+        np.testing.assert_array_equal(mask, enlarge_mask(service.process(reduce(f, (240, 360))).fgmask, f.shape) > 0)
+        differ += int(np.count_nonzero(by_float.process(f).fgmask != mask.view(np.uint8) * 255))
+    assert differ > 0  # the float reduction's masks are not the same: the check above tells them apart
+
+
 def test_warm_up_frames_are_processed_but_not_scored(tree, tree_result):
     a = tree_result["sequences"]["baseline/a"]
     assert a["processed"] == [1, 120] and a["frames_processed"] == 120

@@ -100,9 +100,11 @@ class Run:
         return drain_events(self.ev, 0.5)
 
 
-def test_frames_reduced_by_the_capture_keep_regions_and_zones_in_the_source_pixels(tmp_path):
-    """Frames sent at the processing size with their ``source_shape`` (what the capture does when
-    masks are asked at that size): polygons, regions and ``input_shape`` are in the source's pixels."""
+@pytest.mark.parametrize("mask_resolution", ["input", "processing"])
+def test_frames_reduced_by_the_capture_keep_regions_and_zones_in_the_source_pixels(tmp_path, mask_resolution):
+    """Frames sent at the processing size with their ``source_shape`` (what the capture sends when
+    the source is larger): polygons, regions and ``input_shape`` are in the source's pixels, and
+    the mask is at the source's size (the worker enlarges it) unless asked at the processing size."""
 
     def doubled(poly):
         return [[2 * x + 1, 2 * y + 1] for x, y in poly]  # the same area in a source twice the size
@@ -111,22 +113,30 @@ def test_frames_reduced_by_the_capture_keep_regions_and_zones_in_the_source_pixe
     config = config.replace(f"ignore = [{IGNORE}]", f"ignore = [{doubled(IGNORE)}]")
     # the door's far corner (299, 199) lies outside the 160 x 120 frame: checked against the source
     assert "[299, 199]" in config
-    run = Run(tmp_path, config=config + '[model]\nmask_resolution = "processing"\nprocessing_side = 160\n')
-    door = rasterise([DOOR], (H, W))
+    run = Run(tmp_path, config=config + f'[model]\nmask_resolution = "{mask_resolution}"\nprocessing_side = 160\n')
+    f = 2 if mask_resolution == "input" else 1  # mask pixels a frame pixel spans
+    door = rasterise([doubled(DOOR)] if f == 2 else [DOOR], (f * H, f * W))
     checked = 0
     for t in range(ENTER + (W - SIDE) // SPEED):
         msg = run.send(t, source_shape=[2 * H, 2 * W])
         h = msg.header
-        assert h["input_shape"] == [2 * H, 2 * W] and list(msg.image.shape) == [H, W] == h["processing_shape"]
-        assert not msg.image[:20, :40].any()  # the ignored corner, drawn in source pixels
+        assert h["input_shape"] == [2 * H, 2 * W] and h["processing_shape"] == [H, W]
+        assert list(msg.image.shape) == [f * H, f * W] and h["mask_resolution"] == mask_resolution
+        assert set(np.unique(msg.image)) <= {0, 255}
+        assert not msg.image[: 20 * f, : 40 * f].any()  # the ignored corner, drawn in source pixels
         _, truth = frame(t)
         if truth is None or t < ENTER + 10:  # the first frames of the square: the model settles
             continue
         checked += 1
-        # the square, 2 x its box in the frame, within 2 frame pixels (4 source pixels) a side
+        # the square, 2 x its box in the frame, within 2 frame pixels (4 source pixels) a side:
+        # in the regions (measured at the processing size) and in the published mask itself
         x, y, w, hh = truth
+        want = [2 * x, 2 * y, 2 * w, 2 * hh]
         box = h["regions"][0]["box"]
-        assert np.abs(np.subtract(box, [2 * x, 2 * y, 2 * w, 2 * hh])).max() <= 4, (t, box, truth)
+        assert np.abs(np.subtract(box, want)).max() <= 4, (t, box, truth)
+        rows, cols = np.nonzero(msg.image)
+        drawn = [cols.min() * 2 // f, rows.min() * 2 // f, (cols.max() + 1 - cols.min()) * 2 // f]
+        assert np.abs(np.subtract(drawn, want[:3])).max() <= 4, (t, drawn, truth)
         fraction = np.count_nonzero(msg.image[door]) / door.sum()
         assert h["zones"]["door"] == pytest.approx(fraction, abs=0.02)
     assert checked >= 20

@@ -391,13 +391,22 @@ def test_subscribe_output_keeps_the_newest_files(worker, tmp_path):
     assert len(files) == 5 and sorted(f[-10:] for f in files) == want, (files, want)
 
 
-def test_with_masks_at_the_processing_size_the_capture_sends_frames_reduced_to_it(tmp_path):
-    """The capture reduces 640 x 480 frames to the processing size (360 x 270) before sending them,
-    with the size it reduced them from; the pixels are the worker's own reduction of the frame."""
-    from core.streaming.resolution import processing_shape, reduce
+@pytest.mark.parametrize(
+    "model, sent",
+    [
+        ('mask_resolution = "input"', [270, 360]),  # the default: the worker enlarges the mask back
+        ('mask_resolution = "processing"', [270, 360]),
+        ("processing_side = 0", [480, 640]),  # the model works at the input size: nothing to reduce
+    ],
+)
+def test_the_capture_sends_frames_reduced_to_the_processing_size(tmp_path, model, sent):
+    """The capture reduces 640 x 480 frames to the processing size (360 x 270) before sending
+    them, whatever the masks' size, with the size it reduced them from; the pixels are the uint8
+    reduction of the frame (docs/design.md, "Wire format")."""
+    from core.streaming.resolution import reduce
 
     cfg = tmp_path / "cam1.toml"
-    cfg.write_text('[model]\nmask_resolution = "processing"\n')
+    cfg.write_text(f"[model]\n{model}\n")
     frames = tcp()
     pull = zmq.Context.instance().socket(zmq.PULL)
     pull.setsockopt(zmq.LINGER, 0)
@@ -411,8 +420,12 @@ def test_with_masks_at_the_processing_size_the_capture_sends_frames_reduced_to_i
     assert len(got) == 3, err[-2000:]
     scene = SyntheticScene(480, 640)
     for msg in got:
-        assert msg.header["shape"] == [270, 360] and msg.header["source_shape"] == [480, 640]
-        assert processing_shape((480, 640), 360) == (270, 360)
-        want = reduce(scene.frame_uint8(msg.header["frame_index"]), (270, 360))
-        np.testing.assert_array_equal(msg.image, want)
-    assert "frames sent reduced to a longest side of 360" in err
+        assert msg.header["shape"] == sent
+        full = scene.frame_uint8(msg.header["frame_index"])
+        if sent == [480, 640]:
+            assert "source_shape" not in msg.header
+            np.testing.assert_array_equal(msg.image, full)
+        else:
+            assert msg.header["source_shape"] == [480, 640]
+            np.testing.assert_array_equal(msg.image, reduce(full, (270, 360)))
+    assert ("sent reduced to a longest side of 360" in err) == (sent == [270, 360])
