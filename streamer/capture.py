@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import cv2
 import zmq
 
-from core.streaming.resolution import processing_shape, reduce
+from core.streaming.resolution import reduce_to_side
 from streamer import metrics, security
 from streamer.protocol import encode, new_epoch
 from streamer.sources import EndOfStream, SourceError, open_source, resize
@@ -154,7 +154,7 @@ def run_capture(
             extra: dict[str, Any] = {}
             if side and max(frame.shape) > side:
                 extra["source_shape"] = list(frame.shape)
-                frame = reduce(frame, processing_shape(frame.shape, side))
+                frame = reduce_to_side(frame, side)
             t_ns = time.time_ns()
             m_frames.inc()
             m_last.set(t_ns / 1e9)

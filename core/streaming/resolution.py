@@ -71,6 +71,12 @@ def reduce(frame: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return cv2.resize(frame, (w, h), interpolation=cv2.INTER_AREA)
 
 
+def reduce_to_side(frame: np.ndarray, side: int) -> np.ndarray:
+    """``frame`` (h, w) at the processing resolution of longest side ``side`` (:func:`processing_shape`,
+    :func:`reduce`): itself when it is no larger; the capture sends frames so, uint8."""
+    return reduce(frame, processing_shape(frame.shape, side))
+
+
 def enlarge_mask(fgmask: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """A uint8 0/255 mask brought to ``shape`` (h, w): bilinear, thresholded at 128, 0/255 again.
 

@@ -81,7 +81,7 @@ def _kdrsdl_stream(model=None):
     side = sub.params.processing_side
 
     def apply(frame):
-        out = sub.process(resolution.reduce(frame, resolution.processing_shape(frame.shape, side)))
+        out = sub.process(resolution.reduce_to_side(frame, side))
         mask = resolution.enlarge_mask(out.fgmask, frame.shape) > 0
         return mask, resolution.enlarge(out.score_processing, frame.shape)
 
