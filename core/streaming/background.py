@@ -340,6 +340,25 @@ class KDRSDLBackgroundSubtractor:
             light=light,
         )
 
+    def wait_refit(self, timeout: float) -> bool:
+        """Wait until a refit running on its thread has finished; the next frame installs it.
+
+        For a caller that feeds frames faster than a live camera (a test, a file processed
+        offline) and wants each refit to land before the frames that follow, as inline refits do,
+        while keeping the threaded path.
+
+        Parameters
+        ----------
+        timeout : float
+            Seconds to wait at most.
+
+        Returns
+        -------
+        bool
+            True when no refit runs (or it has finished); False when it still runs.
+        """
+        return self._refitter.wait(timeout)
+
     def close(self, wait: float = 2.0) -> bool:
         """Abandon a running refit (at shutdown): it stops at its next iteration.
 

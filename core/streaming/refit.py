@@ -300,6 +300,21 @@ class Refitter:
             job.run(*args)
             del job, args  # the window snapshot is freed now, not when the next refit arrives
 
+    def wait(self, timeout: float) -> bool:
+        """Wait until the pending threaded refit has finished (:meth:`collect` then has its report).
+
+        Parameters
+        ----------
+        timeout : float
+            Seconds to wait at most.
+
+        Returns
+        -------
+        bool
+            True when no refit is pending or it finished; False when it still runs.
+        """
+        return self._job is None or self._job.done.wait(timeout)
+
     def collect(self) -> RefitReport | None:
         """The report of a finished threaded refit, once; None if none finished."""
         if self._job is None or not self._job.done.is_set():

@@ -1,7 +1,6 @@
 """The streaming background model (issue 3): accuracy on generated and real video, API, errors."""
 
 import io
-import time
 
 import cv2
 import numpy as np
@@ -99,23 +98,31 @@ def test_one_import_a_factory_and_bgr_frames_as_opencv_takes_them():
 
 
 def test_async_refit_matches_sync_quality():
-    scene = SyntheticScene(120, 160, seed=4)
-    sub = KDRSDLBackgroundSubtractor(async_refit=True)
-    total = Confusion(0, 0, 0, 0)
-    refits = 0
-    for t in range(300):
-        res = sub.process(scene.frame_uint8(t))
-        refits += res.refit is not None
-        if t >= 150:
-            total = total + confusion(res.fgmask, scene.fgmask(t))
-        # A camera's next frame comes 50 ms later at 20 fps: a refit running now has that long to land
-        # (a fixed 2 ms pause made the result depend on the machine's load: F 0.51-0.89 while busy)
-        deadline = time.monotonic() + 0.05
-        while sub.refit_running and time.monotonic() < deadline:
-            time.sleep(0.002)
-    assert refits >= 3 and sub.state is not None  # the cold fits at 2, 4, 8, ... frames land from the thread
-    # measured 0.824-0.826 on a busy machine (inline refits: 0.832); a refit slower than 50 ms lands later
-    assert total.f_measure > 0.75
+    # Threaded refits give the inline refits' quality when each lands before the next frame. The
+    # test waits for it, as a live camera's frame period (33-50 ms) lets it land on an idle
+    # machine. A 50 ms wait made the result depend on the machine's load (F 0.73 with two busy
+    # loops at nice 0: the refit thread runs at nice +10 and yields to them by design); how late
+    # refits land under load is measured by the benchmarks (bench_stream, bench_cameras).
+    f, refits = {}, {}
+    for threaded in (False, True):
+        scene = SyntheticScene(120, 160, seed=4)
+        sub = KDRSDLBackgroundSubtractor(async_refit=threaded)
+        total, refits[threaded], pending = Confusion(0, 0, 0, 0), 0, False
+        for t in range(300):
+            res = sub.process(scene.frame_uint8(t))
+            refits[threaded] += res.refit is not None
+            assert not pending or res.refit is not None  # the refit waited for lands at this frame
+            pending = sub.refit_running is not None
+            if t >= 150:
+                total = total + confusion(res.fgmask, scene.fgmask(t))
+            # a refit of 160 x 120 takes 10-100 ms; 30 s leaves room for a tenth of a busy core
+            assert sub.wait_refit(30.0)
+        f[threaded] = total.f_measure
+        sub.close()
+    # the cold fits at 2, 4, 8, ... entries and the warm ones land from the thread as inline
+    assert refits[True] == refits[False] >= 3
+    # measured 0.8122 both ways; a threaded refit is installed one frame after the inline one
+    assert f[True] > 0.75 and abs(f[True] - f[False]) <= 0.01
 
 
 @pytest.mark.shared_data
