@@ -121,6 +121,9 @@ solve_duration = Histogram(
 refit_duration = Histogram(
     "kdrsdl_refit_duration_seconds", "Window refit (KDRSDL solve) time", L, buckets=LATENCY_BUCKETS
 )
+#: The refits' CPU beside their wall time: on a busy host the refit thread (nice +10) waits for the
+#: frames, and its wall time grows while its CPU does not (docs/runbook.md).
+refit_cpu = Counter("kdrsdl_refit_cpu_seconds", "CPU time of the window refits (their thread's own)", L)
 
 # solver
 solver_iterations = Histogram("kdrsdl_solver_iterations", "Iterations per window refit", L, buckets=ITERATION_BUCKETS)
@@ -177,6 +180,7 @@ class WorkerMetrics:
         self.end_to_end = end_to_end.labels(camera)
         self.solve_duration = solve_duration.labels(camera)
         self.refit_duration = refit_duration.labels(camera)
+        self.refit_cpu = refit_cpu.labels(camera)
         self.iterations = solver_iterations.labels(camera)
         self.residual = solver_residual.labels(camera)
         self.rank = solver_rank.labels(camera)

@@ -6,6 +6,7 @@ facts that every mask header carries (docs/design.md, "Wire format") are kept he
 reaches the model only through this stage: its checkpoints, its stop and its background image.
 """
 
+import dataclasses
 import time
 from dataclasses import asdict, dataclass
 from typing import Mapping, Optional
@@ -16,6 +17,7 @@ from core.streaming.background import FrameResult, KDRSDLBackgroundSubtractor
 from core.streaming.light import LightChange
 from core.streaming.params import BackgroundParams
 from core.streaming.refit import RefitReport
+from core.streaming.resolution import enlarge_mask
 
 
 @dataclass(frozen=True)
@@ -138,8 +140,19 @@ class ModelStage:
             "processing_shape": list(self.model.processing_shape or ()),
         }
 
-    def process(self, image: np.ndarray) -> StageReport:
-        """One frame (h, w) uint8 through the model; a :class:`StageReport`."""
+    def process(self, image: np.ndarray, input_shape: tuple[int, int] | None = None) -> StageReport:
+        """One frame through the model; a :class:`StageReport` whose result holds the mask as published.
+
+        Parameters
+        ----------
+        image : ndarray, shape (h, w), uint8
+            The frame as received.
+        input_shape : (int, int), optional
+            ``(h, w)`` of the frame in the source's pixels, when the capture reduced it (the
+            header's ``source_shape``). With ``mask_resolution = "input"`` the result's ``fgmask``
+            is enlarged to it (:func:`core.streaming.resolution.enlarge_mask`); the score and
+            ``fgmask_processing`` stay at the processing size. None: the frame's own shape.
+        """
         model = self.model
         previous = model.shape if model.shape is not None and model.shape != image.shape else None
         t0 = time.perf_counter()
@@ -148,6 +161,9 @@ class ModelStage:
         except Exception as exc:  # a defect in the model must not take the camera down: reset, go on
             model.reset()
             return StageReport(None, time.perf_counter() - t0, previous, exception=exc)
+        published = tuple(input_shape or res.fgmask.shape)
+        if res.fgmask.shape != published and model.params.mask_resolution == "input":
+            res = dataclasses.replace(res, fgmask=enlarge_mask(res.fgmask, published))  # the capture reduced it
         r = res.refit
         if r is not None:
             if r.reset:

@@ -25,7 +25,6 @@ import cv2
 import numpy as np
 import zmq
 
-from core.streaming.resolution import enlarge_mask
 from streamer import checkpoint, security
 from streamer.checkpointer import Checkpointer
 from streamer.config import ConfigError
@@ -180,7 +179,7 @@ class _Worker:
         # the frame's size in input pixels: the source's when the capture reduced it (source_shape)
         source = h.get("source_shape") or msg.image.shape
         input_shape = (int(source[0]), int(source[1]))
-        report = self.stage.process(self.motion.prepare(msg.image, input_shape))
+        report = self.stage.process(self.motion.prepare(msg.image, input_shape), input_shape)
         if report.previous_shape is not None:
             self.m.resets.inc()
             self.log.info("frame shape changed %s -> %s: model reset", report.previous_shape, msg.image.shape)
@@ -193,10 +192,7 @@ class _Worker:
         self._count_refit(report.refit)
         res = report.result
         assert res is not None  # a report without an exception carries the result
-        fgmask = res.fgmask
-        if fgmask.shape != input_shape and self.stage.model.params.mask_resolution == "input":
-            fgmask = enlarge_mask(fgmask, input_shape)  # the capture reduced the frame
-        motion = self.motion.update(fgmask, input_shape, h, res.fgmask_processing)
+        motion = self.motion.update(res.fgmask, input_shape, h, res.fgmask_processing)
         events = motion.events
         if report.light is not None:
             self.m.light_changes.inc()
@@ -258,6 +254,7 @@ class _Worker:
     def _count_refit(self, r: RefitReport | None) -> None:
         if r is None:
             return
+        self.m.refit_cpu.inc(max(r.cpu_seconds, 0.0))  # a refit that failed spent its CPU too
         if r.reset:
             self.m.resets.inc()
             self.log.warning("solver reset to a cold start: %s", r.error)
@@ -293,7 +290,7 @@ class _Worker:
             self.ckpt.close(stage, self.intake.tracker)
         if self.cfg.worker.snapshot and self.last is not None:
             image, res = self.last
-            sheet = contact_sheet(image, stage.background_image(), res.score, res.fgmask)
+            sheet = contact_sheet(image, stage.background_image(), res.score_processing, res.fgmask_processing)
             cv2.imwrite(self.cfg.worker.snapshot, sheet)
 
 

@@ -84,6 +84,13 @@ def test_every_frame_sent_gets_one_mask_or_a_counted_drop(worker):
         assert 0 < h["latency_s"] < 10 and h["t_capture_ns"] < now
         assert set(np.unique(m.image)) <= {0, 255} and 0 <= h["fg_ratio"] <= 1
     assert metric(s, "kdrsdl_masks_published_total", camera="cam1") == processed
+    # the refits' own CPU (their thread's, one BLAS thread): counted, and within their wall time
+    # (0.01 s a refit for the two clocks' granularity) and the worker's CPU
+    refits = sum(metric(s, "kdrsdl_solver_starts_total", camera="cam1", mode=m) for m in ("cold", "warm"))
+    cpu = metric(s, "kdrsdl_refit_cpu_seconds_total", camera="cam1")
+    assert refits >= 1  # the cold refits at 2, 4, 8, ... window entries
+    assert 0 < cpu <= metric(s, "kdrsdl_refit_duration_seconds_sum", camera="cam1") + 0.01 * refits
+    assert cpu < metric(s, "process_cpu_seconds_total")
     sub.close()
 
 
