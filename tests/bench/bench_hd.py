@@ -10,13 +10,13 @@ in a loop at 30 fps for ``--seconds`` (several window refits), the worker at its
 (processing at ``model.processing_side``, masks at the input resolution). Reported: masks received
 and frames lost or dropped at either end (the capture's refusals at the high-water mark, the
 worker's overload drops), end-to-end latency p50 / p99, the worker's CPU (a share of one core, the
-refit thread included) and peak RSS, the capture's CPU (from ``/proc``, decoding included), the
-worker's refits (count and mean seconds), the mask's shape, and the time the worker takes to exit
-after SIGTERM. Beside it: OpenCV MOG2 on the same decoded frames, in this process, one thread, at
-the input resolution and at the worker's processing resolution (the frames reduced as the model
-reduces them; its CPU at 30 fps is 30 / fps of a core, its ``apply`` alone). The capture and the
-worker start with no thread variable in their environment, as from a user's shell: the worker sets
-its own BLAS and OpenCV threads.
+refit thread included; the refits' own from ``kdrsdl_refit_cpu_seconds_total``) and peak RSS, the
+capture's CPU (from ``/proc``, decoding included), the worker's refits (count and mean seconds), the
+mask's shape, and the time the worker takes to exit after SIGTERM. Beside it: OpenCV MOG2 on the
+same decoded frames, in this process, one thread, at the input resolution and at the worker's
+processing resolution (the frames reduced as the model reduces them; its CPU at 30 fps is 30 / fps
+of a core, its ``apply`` alone). The capture and the worker start with no thread variable in their
+environment, as from a user's shell: the worker sets its own BLAS and OpenCV threads.
 """
 
 import argparse
@@ -113,6 +113,7 @@ def pipeline(path, seconds, tmp, tag, config=()):
                         s.get(("process_cpu_seconds_total", frozenset()), 0.0),
                         s.get(("process_resident_memory_bytes", frozenset()), 0.0) / 2**20,
                         cpu_seconds(cap.pid),
+                        metric(s, "kdrsdl_refit_cpu_seconds_total", camera="hd"),
                     )
                 )
                 if first is None and metric(s, "kdrsdl_solver_starts_total", camera="hd", mode="warm") >= 1:
@@ -131,6 +132,7 @@ def pipeline(path, seconds, tmp, tag, config=()):
     start = first or samples[0]
     span = max(samples[-1][0] - start[0], 1e-9)
     cpu, capture_cpu = (samples[-1][1] - start[1]) / span, (samples[-1][3] - start[3]) / span
+    refit_cpu = (samples[-1][4] - start[4]) / span  # the refits landed in the span: their thread's CPU
     lat = np.array(lat)
     ok = lat[np.isfinite(lat)]
     n_refits = sum(metric(s, "kdrsdl_solver_starts_total", camera="hd", mode=m) for m in ("cold", "warm"))
@@ -151,7 +153,8 @@ def pipeline(path, seconds, tmp, tag, config=()):
         "latency_ms_p50": 1000 * float(np.percentile(ok, 50)),
         "latency_ms_p99": 1000 * float(np.percentile(ok, 99)),
         "worker_cpu_core": cpu,
-        "worker_rss_mib_peak": max(r for _, _, r, _ in samples),
+        "worker_refit_cpu_core": refit_cpu,
+        "worker_rss_mib_peak": max(sample[2] for sample in samples),
         "capture_cpu_core": capture_cpu,
         "refits": int(n_refits),
         "refit_seconds_mean": refit_s,
@@ -185,7 +188,8 @@ def main():
             f"{size:>9}: {r['masks']} masks for {r['frames_sent']} sent ({r['refused_at_capture']} refused at the "
             f"capture, {r['worker_dropped']:.0f} dropped and {r['worker_lost']:.0f} lost at the worker); latency "
             f"p50 {r['latency_ms_p50']:.1f} p99 {r['latency_ms_p99']:.1f} ms; worker {100 * r['worker_cpu_core']:.0f}% "
-            f"of a core, RSS peak {r['worker_rss_mib_peak']:.0f} MiB; capture {100 * r['capture_cpu_core']:.0f}% of "
+            f"of a core (refits {100 * r['worker_refit_cpu_core']:.0f}%), RSS peak {r['worker_rss_mib_peak']:.0f} MiB; "
+            f"capture {100 * r['capture_cpu_core']:.0f}% of "
             f"a core; {r['refits']} refits, {r['refit_seconds_mean']:.2f} s each; mask {r['mask']}; "
             f"stop {r['stop_seconds']:.1f} s "
             f"(exit {r['worker_exit']}); MOG2 {r['mog2_fps']:.0f} fps at full size, "
