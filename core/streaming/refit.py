@@ -301,18 +301,8 @@ class Refitter:
             del job, args  # the window snapshot is freed now, not when the next refit arrives
 
     def wait(self, timeout: float) -> bool:
-        """Wait until the pending threaded refit has finished (:meth:`collect` then has its report).
-
-        Parameters
-        ----------
-        timeout : float
-            Seconds to wait at most.
-
-        Returns
-        -------
-        bool
-            True when no refit is pending or it finished; False when it still runs.
-        """
+        """Wait at most ``timeout`` seconds for the pending threaded refit to finish (:meth:`collect`
+        then has its report): True when none is pending or it finished, False when it still runs."""
         return self._job is None or self._job.done.wait(timeout)
 
     def collect(self) -> RefitReport | None:
