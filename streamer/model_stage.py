@@ -164,10 +164,26 @@ class ModelStage:
         published = tuple(input_shape or res.fgmask.shape)
         if res.fgmask.shape != published and model.params.mask_resolution == "input":
             res = dataclasses.replace(res, fgmask=enlarge_mask(res.fgmask, published))  # the capture reduced it
-        r = res.refit
-        if r is not None:
-            if r.reset:
-                self.facts = SolverFacts("reset")
-            else:
-                self.facts = SolverFacts("warm" if r.warm else "cold", r.n_iter, r.residual, r.rank)
-        return StageReport(res, time.perf_counter() - t0, previous, r)
+        self._note(res.refit)
+        return StageReport(res, time.perf_counter() - t0, previous, res.refit)
+
+    def collect_refit(self) -> Optional[RefitReport]:
+        """Install a refit that finished while no frame came (:meth:`KDRSDLBackgroundSubtractor.collect_refit`).
+
+        Returns
+        -------
+        RefitReport or None
+            The refit installed now (the next frame's report will not repeat it), or None.
+        """
+        r = self.model.collect_refit()
+        self._note(r)
+        return r
+
+    def _note(self, r: Optional[RefitReport]) -> None:
+        """The solver facts of an installed refit."""
+        if r is None:
+            return
+        if r.reset:
+            self.facts = SolverFacts("reset")
+        else:
+            self.facts = SolverFacts("warm" if r.warm else "cold", r.n_iter, r.residual, r.rank)

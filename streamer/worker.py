@@ -244,6 +244,13 @@ class _Worker:
                 self.view.note({"event": e.event, "t_capture_ns": e.t_capture_ns, **e.header()})
             self.log.debug("event %s in %s: %s", e.event, e.zone, e.fields)
 
+    def idle(self) -> None:
+        """No frame came for a poll: install a refit that finished meanwhile, so that its metrics and
+        the next checkpoint show it while the camera is silent."""
+        refit = self.stage.collect_refit()
+        self._count_refit(refit)
+        self.trim_due |= refit is not None
+
     def trim_when_idle(self, pull: zmq.Socket) -> None:
         """Hand the freed heap of the refits that landed back to the OS, when due and no frame waits."""
         if self.trim_due and time.monotonic() - self.last_trim > TRIM_INTERVAL_S:
@@ -336,6 +343,8 @@ def run_worker(
                 msg = worker.intake.next()
                 if msg is not None:
                     worker.process(msg, sockets.pub)
+            else:
+                worker.idle()
             worker.trim_when_idle(sockets.pull)
             worker.m.progress()
             if notify:

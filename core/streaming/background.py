@@ -306,9 +306,7 @@ class KDRSDLBackgroundSubtractor:
         FrameResult
         """
         x = self._prepare(image)
-        refit = self._refitter.collect()  # a refit finished on its thread
-        if refit is not None:
-            self._install(refit)
+        refit = self.collect_refit()
         light = self._absorb_light(x)
         assert self._lam is not None
         if self._state is None:  # no solution yet (the first refit runs or is yet to come)
@@ -340,8 +338,26 @@ class KDRSDLBackgroundSubtractor:
             light=light,
         )
 
+    def collect_refit(self) -> RefitReport | None:
+        """Install a refit that finished on its thread, if one did, without waiting for a frame.
+
+        :meth:`process` does this first at every frame. A caller whose frames have paused (a
+        silent camera, the end of a file) calls it so that the solution lands, and a checkpoint
+        taken then holds it.
+
+        Returns
+        -------
+        RefitReport or None
+            The finished refit's report (it is then not reported again by the next frame's
+            :class:`FrameResult`); None when none finished, or refits run inline.
+        """
+        refit = self._refitter.collect()
+        if refit is not None:
+            self._install(refit)
+        return refit
+
     def wait_refit(self, timeout: float) -> bool:
-        """Wait until a refit running on its thread has finished; the next frame installs it.
+        """Wait until a refit running on its thread has finished; the next frame (or :meth:`collect_refit`) installs it.
 
         For a caller that feeds frames faster than a live camera (a test, a file processed
         offline) and wants each refit to land before the frames that follow, as inline refits do,

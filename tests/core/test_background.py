@@ -125,6 +125,26 @@ def test_async_refit_matches_sync_quality():
     assert f[True] > 0.75 and abs(f[True] - f[False]) <= 0.01
 
 
+def test_a_refit_finished_after_the_last_frame_lands_without_another_frame():
+    # A camera that falls silent just after a refit started: collect_refit installs the solution
+    # (the worker calls it when a poll brings no frame), where before only a next frame did.
+    scene = SyntheticScene(120, 160, seed=1)
+    sub = KDRSDLBackgroundSubtractor(async_refit=True)
+    t = 0
+    while sub.refit_running is None:  # the first (cold) refit starts at the window's second entry
+        sub.process(scene.frame_uint8(t))
+        t += 1
+        assert t < 100, "no refit started"
+    assert sub.state is None  # no solution until it lands
+    assert sub.wait_refit(30.0)  # a 160 x 120 refit takes 10-100 ms; 30 s for a busy machine
+    report = sub.collect_refit()
+    assert report is not None and not report.warm and not report.reset
+    assert sub.state is not None and sub.refit_running is None
+    assert sub.collect_refit() is None  # once
+    assert sub.process(scene.frame_uint8(t)).refit is None  # and the next frame does not repeat it
+    sub.close()
+
+
 @pytest.mark.shared_data
 def test_highway_beats_mog2_and_knn():
     # CDnet highway 320 x 240, frames 470-1700, CDnet scoring, OpenCV defaults with shadows off.
