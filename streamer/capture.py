@@ -126,7 +126,7 @@ def run_capture(
     model = cfg.model.params()
     side = model.processing_side
     if side:
-        log.info("frames larger than the processing resolution sent reduced to a longest side of %d", side)
+        log.info("frames with a side over %d sent reduced to the processing resolution", side)
     source, attempt = None, 0
     try:
         while not stop.is_set():

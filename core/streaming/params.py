@@ -14,8 +14,8 @@ import numpy as np
 #: Default longest side of the processing resolution, pixels (see ``processing_side``). Of the five
 #: CDnet sequences only badminton (720 x 480) is larger; processed at 360 x 240 its F is 0.795
 #: against 0.781 at full size (0.796 at 480, 0.790 at 320). The refits' cost grows with the pixels:
-#: at 480 a 640 x 480 camera's worker took 95% of a core (refits of 1.1 s every 1.3 s). At 360 a
-#: 1080p camera is processed at 360 x 202, fewer pixels than CDnet's 320 x 240.
+#: at 480 a 640 x 480 camera's worker took 95% of a core (refits of 1.1 s every 1.3 s). A 720p or
+#: 1080p camera is processed at 320 x 180, an exact factor (core.streaming.resolution).
 PROCESSING_SIDE = 360
 
 
@@ -237,7 +237,8 @@ class BackgroundParams:
         PROCESSING_SIDE,
         "Longest side of the processing resolution: larger frames are "
         "reduced (area averaging, aspect kept) before the window keeps, solves and scores "
-        "them; 0 = the input resolution (core.streaming.resolution).",
+        "them, by an exact integer factor where one lands within an eighth below it (1280 x 720 "
+        "to 320 x 180); 0 = the input resolution (core.streaming.resolution).",
         "pixels",
         0,
         8192,

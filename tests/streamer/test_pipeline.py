@@ -437,13 +437,13 @@ def test_subscribe_output_keeps_the_newest_files(worker, tmp_path):
 @pytest.mark.parametrize(
     "model, sent",
     [
-        ('mask_resolution = "input"', [270, 360]),  # the default: the worker enlarges the mask back
-        ('mask_resolution = "processing"', [270, 360]),
+        ('mask_resolution = "input"', [240, 320]),  # the default: the worker enlarges the mask back
+        ('mask_resolution = "processing"', [240, 320]),
         ("processing_side = 0", [480, 640]),  # the model works at the input size: nothing to reduce
     ],
 )
 def test_the_capture_sends_frames_reduced_to_the_processing_size(tmp_path, model, sent):
-    """The capture reduces 640 x 480 frames to the processing size (360 x 270) before sending
+    """The capture reduces 640 x 480 frames to the processing size (320 x 240: by 2) before sending
     them, whatever the masks' size, with the size it reduced them from; the pixels are the uint8
     reduction of the frame (docs/design.md, "Wire format")."""
     from core.streaming.resolution import reduce
@@ -470,5 +470,5 @@ def test_the_capture_sends_frames_reduced_to_the_processing_size(tmp_path, model
             np.testing.assert_array_equal(msg.image, full)
         else:
             assert msg.header["source_shape"] == [480, 640]
-            np.testing.assert_array_equal(msg.image, reduce(full, (270, 360)))
-    assert ("sent reduced to a longest side of 360" in err) == (sent == [270, 360])
+            np.testing.assert_array_equal(msg.image, reduce(full, (240, 320)))
+    assert ("frames with a side over 360 sent reduced" in err) == (sent == [240, 320])
