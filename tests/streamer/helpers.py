@@ -114,6 +114,14 @@ def metric(samples, name, **labels):
     return samples.get((name, frozenset(labels.items())), 0.0)
 
 
+def pusher(endpoint):
+    """A PUSH socket connected to a worker's frames ``endpoint``, as a capture's (no linger)."""
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 0)
+    push.connect(endpoint)
+    return push
+
+
 def subscriber(endpoint, camera, timeout=10):
     """A SUB socket on ``mask/<camera>/``, returned once its connection is established."""
     ctx = zmq.Context.instance()

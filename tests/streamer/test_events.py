@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 import zmq
-from helpers import free_port, kdrsdl, metric, receive, scrape, start_worker, stop, subscriber, tcp, wait_for
+from helpers import free_port, kdrsdl, metric, pusher, receive, scrape, start_worker, stop, subscriber, tcp, wait_for
 
 from streamer.motion.regions import find_regions
 from streamer.motion.zones import rasterise
@@ -291,9 +291,7 @@ def test_a_zone_outside_the_first_frame_stops_the_worker_with_a_configuration_er
     cfg.write_text("[[motion.zones]]\nname = 'far'\npolygon = [[0, 0], [500, 0], [0, 10]]\n")
     frames, masks = tcp(), tcp()
     proc = start_worker(frames, masks, 0, "--config", cfg)
-    push = zmq.Context.instance().socket(zmq.PUSH)
-    push.setsockopt(zmq.LINGER, 0)
-    push.connect(frames)
+    push = pusher(frames)
     push.send_multipart(encode("frame", "cam1", "ep", 0, time.time_ns(), np.zeros((48, 64), np.uint8)))
     try:
         _, err = proc.communicate(timeout=30)

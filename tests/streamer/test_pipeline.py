@@ -13,6 +13,7 @@ from helpers import (
     free_port,
     kdrsdl,
     metric,
+    pusher,
     receive,
     rtsp_server,
     scrape,
@@ -97,9 +98,7 @@ def test_every_frame_sent_gets_one_mask_or_a_counted_drop(worker):
 def test_malformed_messages_are_counted_and_later_frames_still_processed(worker):
     frames, masks_ep, port, proc = worker
     sub = subscriber(masks_ep, "cam1")
-    push = zmq.Context.instance().socket(zmq.PUSH)
-    push.setsockopt(zmq.LINGER, 0)
-    push.connect(frames)
+    push = pusher(frames)
     img = np.full((48, 64), 128, np.uint8)
 
     def good(seq):
@@ -242,9 +241,7 @@ def test_a_refit_finished_after_the_last_frame_is_counted_while_the_worker_idles
     # counted (nor checkpointed) until a tenth frame came.
     frames, masks_ep, port, _ = worker
     sub = subscriber(masks_ep, "cam1")
-    push = zmq.Context.instance().socket(zmq.PUSH)
-    push.setsockopt(zmq.LINGER, 0)
-    push.connect(frames)
+    push = pusher(frames)
     scene = SyntheticScene(120, 160, seed=1)
     for t in range(9):  # one at a time: a burst would be cut to the worker's backlog
         push.send_multipart(encode("frame", "cam1", "ep", t, time.time_ns(), scene.frame_uint8(t)))
@@ -350,9 +347,7 @@ def test_a_change_of_light_is_reported_in_the_header_and_counted(worker):
     """
     frames, masks_ep, port, _ = worker
     sub = subscriber(masks_ep, "cam1")
-    push = zmq.Context.instance().socket(zmq.PUSH)
-    push.setsockopt(zmq.LINGER, 0)
-    push.connect(frames)
+    push = pusher(frames)
     scene = SyntheticScene(60, 80, n_objects=2, drift=0.0, seed=4)
     headers = []
 
