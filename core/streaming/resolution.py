@@ -16,8 +16,9 @@ import numpy as np
 #: A frame is reduced by an exact integer factor when one brings its longest side within this
 #: fraction below ``processing_side``: 1280 x 720 to 320 x 180 (4) instead of 360 x 202 (3.56).
 #: An exact factor is the cheapest reduction and leaves no resampling phase: the capture's
-#: reduction of 1280 x 720 took 0.04 ms instead of 0.48 ms, and a 1280 x 720 camera's worker and
-#: capture 2-4 and 3 points of a core less at 21% fewer pixels (docs/results.md, "Cameras per core").
+#: reduction of 1280 x 720 took 0.04 ms instead of 0.70 ms, and a 1280 x 720 camera (worker and
+#: capture) 0-7 points of a core less in four pairs of runs, 4 on average, at 21% fewer pixels
+#: (docs/results.md, "Cameras per core").
 EXACT_FACTOR_SLACK = 1 / 8
 
 
