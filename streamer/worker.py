@@ -189,7 +189,7 @@ class _Worker:
             self.m.dropped["error"].inc()
             return
         self.m.solve_duration.observe(report.seconds)
-        self._count_refit(report.refit)
+        self._refit_landed(report.refit)
         res = report.result
         assert res is not None  # a report without an exception carries the result
         motion = self.motion.update(res.fgmask, input_shape, h, res.fgmask_processing)
@@ -231,7 +231,6 @@ class _Worker:
         self.m.processed.inc()
         self.m.masks_published.inc()
         self.last = (msg.image, res)
-        self.trim_due |= report.refit is not None
 
     def publish_events(self, events: list[Event], pub: zmq.Socket) -> None:
         """Publish ``events`` on ``event/<camera>/``, counted by zone and kind."""
@@ -247,9 +246,7 @@ class _Worker:
     def idle(self) -> None:
         """No frame came for a poll: install a refit that finished meanwhile, so that its metrics and
         the next checkpoint show it while the camera is silent."""
-        refit = self.stage.collect_refit()
-        self._count_refit(refit)
-        self.trim_due |= refit is not None
+        self._refit_landed(self.stage.collect_refit())
 
     def trim_when_idle(self, pull: zmq.Socket) -> None:
         """Hand the freed heap of the refits that landed back to the OS, when due and no frame waits."""
@@ -258,9 +255,11 @@ class _Worker:
                 release_freed_heap()  # docs/design.md, "Processes"
                 self.trim_due, self.last_trim = False, time.monotonic()
 
-    def _count_refit(self, r: RefitReport | None) -> None:
+    def _refit_landed(self, r: RefitReport | None) -> None:
+        """Count a refit the model installed (None: none did) and mark the heap's trim due."""
         if r is None:
             return
+        self.trim_due = True
         self.m.refit_cpu.inc(max(r.cpu_seconds, 0.0))  # a refit that failed spent its CPU too
         if r.reset:
             self.m.resets.inc()
