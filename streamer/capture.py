@@ -25,7 +25,7 @@ import zmq
 
 from core.streaming.resolution import reduce_to_side
 from streamer import metrics, security
-from streamer.protocol import encode, new_epoch
+from streamer.protocol import COPY_THRESHOLD, encode, new_epoch
 from streamer.sources import EndOfStream, SourceError, open_source, resize
 
 if TYPE_CHECKING:
@@ -115,6 +115,7 @@ def run_capture(
     sock = ctx.socket(zmq.PUSH)
     sock.setsockopt(zmq.SNDHWM, c.sndhwm)
     sock.setsockopt(zmq.LINGER, 2000)
+    sock.copy_threshold = COPY_THRESHOLD
     if c.curve_secret_key and c.curve_server_key:  # set together or not at all (config validation)
         security.make_client(sock, c.curve_secret_key, c.curve_server_key)
     sock.connect(c.frames_endpoint)

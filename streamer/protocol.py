@@ -42,6 +42,12 @@ ENCODINGS = {"frame": ("raw",), "mask": ("raw", "png")}
 PNG_PARAMS = [cv2.IMWRITE_PNG_BILEVEL, 1, cv2.IMWRITE_PNG_COMPRESSION, 1]
 #: The first bytes of a PNG: its signature and the IHDR chunk's length and type.
 PNG_HEAD = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+#: Payloads smaller than this many bytes are copied into ZeroMQ's message when sent (the senders'
+#: sockets' ``copy_threshold``; pyzmq's default is 64 KiB). A zero-copy send wakes pyzmq's
+#: garbage-collector thread when ZeroMQ frees the message, which costs more CPU than copying a
+#: payload this small; larger ones cost more to copy (``tests/bench/bench_send.py``: at 30 messages
+#: a second, a 320 x 240 mask copied takes 0.4% of a core less, a 640 x 480 one 0.6% more).
+COPY_THRESHOLD = 128 * 1024
 #: A receiver logs its first 10 rejected messages, then every 100th (all are counted).
 REJECT_LOG_EVERY = 100
 

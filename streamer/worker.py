@@ -33,7 +33,7 @@ from streamer.memory import release_freed_heap
 from streamer.metrics import WorkerMetrics, serve, start_http
 from streamer.model_stage import ModelStage
 from streamer.motion.stage import MotionStage
-from streamer.protocol import REJECT_LOG_EVERY, Message, encode, encode_event, new_epoch
+from streamer.protocol import COPY_THRESHOLD, REJECT_LOG_EVERY, Message, encode, encode_event, new_epoch
 from streamer.threads import limit_threads
 from streamer.view import LiveView
 
@@ -83,6 +83,7 @@ class _Sockets:
         self.pub = ctx.socket(zmq.PUB)
         self.pub.setsockopt(zmq.SNDHWM, 64)
         self.pub.setsockopt(zmq.LINGER, 1000)
+        self.pub.copy_threshold = COPY_THRESHOLD
         self.monitors: dict[str, zmq.Socket] = {}
         if self.auth:
             for sock in (self.pull, self.pub):
