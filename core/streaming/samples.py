@@ -35,6 +35,12 @@ import numpy as np
 DYNAMIC_SPEEDUP = 4
 #: Offsets (dy, dx) of the 8 neighbours.
 _NEIGHBOURS = np.array([(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx], np.int64)
+#: Rows (pixels times neighbours) up to which the dynamic pixels' neighbours are counted in one
+#: gather rather than neighbour by neighbour. Few pixels: the eight rounds' numpy calls cost more
+#: than the rows a round skips (motorway video, 20-190 pixels: 0.45 against 0.52 ms a match, cold
+#: caches). Many: the rounds read fewer rows, since a pixel leaves them at its first match (fall,
+#: 1,600-2,800 pixels: all in one gather costs 1.51 against 1.30 ms). docs/results.md, "Tenth step".
+NEIGHBOUR_GATHER_ROWS = 4096
 
 
 @dataclass(frozen=True)
@@ -203,15 +209,23 @@ class SampleSet:
         # dynamic pixels not matched by their own samples: any one neighbour's samples
         again = ~ok & dynamic.ravel()[idx]
         if again.any():
-            # each neighbour in turn, for the pixels no earlier neighbour matched
             todo = np.flatnonzero(again)
-            for k in range(self._nbr.shape[1]):
-                rk = r if r.size == 1 else r[todo]
-                hit = self._count(self._nbr[idx[todo], k], xv[todo], rk) >= p.matches
-                ok[todo[hit]] = True
-                todo = todo[~hit]
-                if not todo.size:
-                    break
+            n_nbr = self._nbr.shape[1]
+            if todo.size * n_nbr <= NEIGHBOUR_GATHER_ROWS:
+                # every neighbour of every such pixel in one gather: (pixel, neighbour) rows
+                rows = self._nbr[idx[todo]].ravel()
+                rk = r if r.size == 1 else np.repeat(r[todo], n_nbr, axis=0)
+                hits = self._count(rows, np.repeat(xv[todo], n_nbr, axis=0), rk) >= p.matches
+                ok[todo[hits.reshape(-1, n_nbr).any(axis=1)]] = True
+            else:
+                # each neighbour in turn, for the pixels no earlier neighbour matched
+                for k in range(n_nbr):
+                    rk = r if r.size == 1 else r[todo]
+                    hit = self._count(self._nbr[idx[todo], k], xv[todo], rk) >= p.matches
+                    ok[todo[hit]] = True
+                    todo = todo[~hit]
+                    if not todo.size:
+                        break
         out.ravel()[idx[ok]] = True
         return out
 

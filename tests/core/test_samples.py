@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from core.streaming.samples import DYNAMIC_SPEEDUP, SampleParams, SampleSet, window_samples
+from core.streaming.samples import DYNAMIC_SPEEDUP, NEIGHBOUR_GATHER_ROWS, SampleParams, SampleSet, window_samples
 
 
 def seeded(shape, values, **knobs):
@@ -68,6 +68,49 @@ def test_a_dynamic_pixel_matches_a_neighbours_samples_and_a_still_one_does_not()
     # a value no neighbour has is still foreground for a dynamic pixel
     x[2, 2] = 0.5
     assert not s.match(x, cand, None, dynamic).any()
+
+
+def reference_match(s, x, candidates, widen, dynamic):
+    """The consensus pixel by pixel: its own samples, then (dynamic) each of its 3 x 3 neighbourhood."""
+    h, w = s.shape
+    p = s.params
+    out = np.zeros(s.shape, bool)
+    for i, j in zip(*np.nonzero(candidates), strict=True):
+        r = np.float32(p.radius) * (np.float32(1) if widen is None else widen[i, j])
+        near = [(i, j)]
+        if dynamic[i, j]:
+            near += [(min(max(i + dy, 0), h - 1), min(max(j + dx, 0), w - 1)) for dy, dx in NEIGHBOURS]
+        out[i, j] = any(np.count_nonzero(np.abs(s.samples[a * w + b] - x[i, j]) < r) >= p.matches for a, b in near)
+    return out
+
+
+NEIGHBOURS = [(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx]
+
+
+@pytest.mark.parametrize("n_dynamic, gathered", [(40, True), (2400, False)])
+def test_the_consensus_agrees_pixel_by_pixel_with_few_and_many_dynamic_pixels(n_dynamic, gathered):
+    # A dynamic pixel unmatched by its own samples tries its neighbours': in one gather when few
+    # (at most NEIGHBOUR_GATHER_ROWS rows, 8 a pixel), neighbour by neighbour when many. Both must
+    # give what the rule gives pixel by pixel. The samples are random near the pixels' values, so
+    # that about half the candidates match on their own and a part of the rest on a neighbour.
+    rng = np.random.default_rng(3)
+    shape = (48, 64)
+    x = rng.random(shape, dtype=np.float32)
+    s = SampleSet(shape, SampleParams(k=10, matches=2, radius=0.03))
+    s.seed((x.reshape(-1, 1) + rng.normal(0, 0.15, (x.size, 10))).astype(np.float32))
+    candidates = rng.random(shape) < 0.9
+    dynamic = np.zeros(x.size, bool)
+    dynamic[rng.choice(np.flatnonzero(candidates), n_dynamic, replace=False)] = True
+    dynamic = dynamic.reshape(shape)
+    widen = (1 + rng.random(shape)).astype(np.float32)
+    for wd in (None, widen):
+        got = s.match(x, candidates, wd, dynamic)
+        own = s.match(x, candidates, wd, np.zeros(shape, bool))
+        assert np.array_equal(got, reference_match(s, x, candidates, wd, dynamic))
+        assert 0.2 < own[candidates].mean() < 0.8  # both outcomes are common
+        assert (got & ~own).sum() >= 5  # and some dynamic pixels match only on a neighbour
+        # the path this case is for: the unmatched dynamic pixels' rows against the limit
+        assert ((dynamic & candidates & ~own).sum() * 8 <= NEIGHBOUR_GATHER_ROWS) == gathered
 
 
 def test_nothing_matches_and_nothing_is_learnt_before_seeding():
