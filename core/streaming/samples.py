@@ -270,11 +270,16 @@ class SampleSet:
         due = due[turn[due]]
         dyn = dyn_all[due]
         rng = np.random.default_rng((p.seed, t))
-        self.samples[due, rng.integers(0, p.k, due.size)] = xf[due]
+        # written through flat indices (row * K + sample): the same elements as samples[rows,
+        # cols], at half the cost of numpy's two-array indexing. The samples are C-contiguous
+        # (made by zeros or copy), so the flat array is a view and the writes land in them.
+        assert self.samples.flags.c_contiguous
+        flat = self.samples.reshape(-1)
+        flat[due * p.k + rng.integers(0, p.k, due.size)] = xf[due]
         spread = due[dyn]
         if spread.size:
             q = self._nbr[spread, rng.integers(0, len(_NEIGHBOURS), spread.size)]
-            self.samples[q, rng.integers(0, p.k, spread.size)] = xf[spread]
+            flat[q * p.k + rng.integers(0, p.k, spread.size)] = xf[spread]
 
     def map_light(self, gain: float, offset: float) -> None:
         """Bring the samples to a new light: ``s -> gain * s + offset`` (:mod:`core.streaming.light`)."""
