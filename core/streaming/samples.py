@@ -39,7 +39,8 @@ _NEIGHBOURS = np.array([(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy
 #: gather rather than neighbour by neighbour. Few pixels: the eight rounds' numpy calls cost more
 #: than the rows a round skips (motorway video, 20-190 pixels: 0.45 against 0.52 ms a match, cold
 #: caches). Many: the rounds read fewer rows, since a pixel leaves them at its first match (fall,
-#: 1,600-2,800 pixels: all in one gather costs 1.51 against 1.30 ms). docs/results.md, "Tenth step".
+#: 1,600-2,800 pixels: all in one gather costs 1.51 against 1.30 ms).
+#: docs/results.md, "Cameras per core" (its tenth step).
 NEIGHBOUR_GATHER_ROWS = 4096
 
 
