@@ -70,6 +70,10 @@ def test_a_dynamic_pixel_matches_a_neighbours_samples_and_a_still_one_does_not()
     assert not s.match(x, cand, None, dynamic).any()
 
 
+#: The 8 neighbours' offsets (dy, dx), for the reference below.
+NEIGHBOURS = [(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx]
+
+
 def reference_match(s, x, candidates, widen, dynamic):
     """The consensus pixel by pixel: its own samples, then (dynamic) each of its 3 x 3 neighbourhood."""
     h, w = s.shape
@@ -82,9 +86,6 @@ def reference_match(s, x, candidates, widen, dynamic):
             near += [(min(max(i + dy, 0), h - 1), min(max(j + dx, 0), w - 1)) for dy, dx in NEIGHBOURS]
         out[i, j] = any(np.count_nonzero(np.abs(s.samples[a * w + b] - x[i, j]) < r) >= p.matches for a, b in near)
     return out
-
-
-NEIGHBOURS = [(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx]
 
 
 @pytest.mark.parametrize("n_dynamic, gathered", [(40, True), (2400, False)])
