@@ -1,0 +1,77 @@
+"""What a frame costs paced at 30 fps against back to back (issue 26): the model alone, by frame size.
+
+Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_paced.py [--sizes 40x30 160x120 320x240]``.
+
+For each size, the motorway video (``../shared/data/video/motorway_320x240.avi``, 750 frames)
+resized to it goes through a :class:`KDRSDLBackgroundSubtractor` at its defaults with inline
+refits, twice: back to back, then one frame every 1/30 s (the wait is a sleep, as a worker's
+poll). Printed: the median CPU time of the frames' thread per frame, over the frames after the
+300th that installed no refit, milliseconds. One OpenCV thread. The difference between the two
+is what a frame costs for arriving at 30 fps: its code and data are cold after the wait
+(docs/results.md, "Cameras per core", tenth step).
+"""
+
+import argparse
+import pathlib
+import sys
+import time
+
+import cv2
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
+
+VIDEO = ROOT.parent / "shared" / "data" / "video" / "motorway_320x240.avi"
+FPS = 30.0
+WARMUP = 300
+
+
+def read_gray(path: pathlib.Path) -> list[np.ndarray]:
+    """Every frame of the video at ``path``, grayscale uint8."""
+    cap = cv2.VideoCapture(str(path))
+    frames = []
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        frames.append(cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY))
+    if not frames:
+        raise SystemExit(f"no frames read from {path} (it lives in ../shared/data beside the repo)")
+    return frames
+
+
+def frame_ms(frames: list[np.ndarray], paced: bool) -> float:
+    """The median CPU time of the frames' thread per frame, ms (frames after the warm-up, no refit)."""
+    model = KDRSDLBackgroundSubtractor()
+    times = []
+    t0 = time.perf_counter()
+    for i, frame in enumerate(frames):
+        if paced:
+            while (wait := t0 + i / FPS - time.perf_counter()) > 0:
+                time.sleep(wait)
+        c = time.thread_time()
+        result = model.process(frame)
+        dt = time.thread_time() - c
+        if i > WARMUP and result.refit is None:
+            times.append(dt)
+    return 1e3 * float(np.median(times))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", nargs="+", default=["40x30", "160x120", "320x240"])
+    args = ap.parse_args()
+    cv2.setNumThreads(1)
+    video = read_gray(VIDEO)
+    for size in args.sizes:
+        w, h = (int(v) for v in size.split("x"))
+        frames = [cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in video]
+        tight, paced = frame_ms(frames, False), frame_ms(frames, True)
+        print(f"{size}: back to back {tight:.2f} ms a frame, paced at 30 fps {paced:.2f} ms", flush=True)
+
+
+if __name__ == "__main__":
+    main()
