@@ -1,27 +1,50 @@
-"""Returning the heap that a window refit freed to the operating system.
+"""The worker's heap: a refit's freed temporaries kept for the next refit, not faulted in afresh.
 
-A refit allocates and frees about six window-sized temporaries (50 MiB at 320 x 240, window 30).
-glibc keeps freed heap pages mapped, so without a trim the worker holds that memory between
-refits as if it were live, and the heap fragments over minutes (docs/design.md, "Processes").
+A refit allocates and frees about six window-sized temporaries (50 MiB at 320 x 240, window 30)
+on its own thread. glibc gives that thread an arena of its own, made of 64 MiB heaps, and unmaps
+a heap as soon as it is empty, whatever its thresholds. Every refit then faulted its temporaries
+back in, the kernel zeroing each page: a fifth of the refit thread's CPU at 320 x 240
+(docs/results.md, "Cameras per core", eleventh step).
+
+:func:`hold_freed_heap` sets glibc's allocator (``mallopt``) so that the process keeps those
+pages: one arena for every thread (the main heap, which honours the trim threshold), arrays up
+to :data:`MMAP_THRESHOLD` taken from it rather than mapped one by one, and up to
+:data:`TRIM_THRESHOLD` of free memory kept at its top. The worker's resident memory then stays
+at its peak, the refits' temporaries included, between refits (docs/design.md, "Processes").
 """
 
 import ctypes
 
-# glibc's malloc_trim, or None where the C library has none (musl, macOS).
-_malloc_trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+# glibc's mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_M_ARENA_MAX = -8
+
+#: Allocations up to this size come from the heap, bytes: a window-sized array at the largest
+#: processing size (30 x 360 x 360 float32, 15.6 MB) included. glibc's own threshold moves with
+#: the sizes freed, up to the same 32 MiB.
+MMAP_THRESHOLD = 32 * 2**20
+#: Free memory the heap keeps at its top, bytes: more than a refit's temporaries at the largest
+#: processing size (about 95 MB with the default window of 30).
+TRIM_THRESHOLD = 128 * 2**20
+
+# glibc's mallopt, or None where the C library has none (musl, macOS).
+_mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
 
 
-def release_freed_heap() -> bool:
-    """Hand the process's free heap pages back to the OS (glibc ``malloc_trim(0)``).
+def hold_freed_heap() -> bool:
+    """Keep the heap that a refit frees for the next one (glibc ``mallopt``).
 
-    It walks every allocator arena, which takes 2-4 ms at 320 x 240 and stalls other threads'
-    allocations meanwhile, and the pages it frees are faulted back in at their next use. Call it
-    when no frame is waiting, and not often (the worker: at most every 10 s).
+    Call it before the process starts its threads: a thread that has already allocated keeps
+    its arena. The settings hold for the whole process.
 
     Returns
     -------
     bool
-        True when glibc released some memory; False when it released none or when the C
-        library has no ``malloc_trim``.
+        True when glibc took all three settings; False when the C library has no ``mallopt``
+        (the allocator then behaves as it does by default) or refused one.
     """
-    return bool(_malloc_trim(0)) if _malloc_trim is not None else False
+    if _mallopt is None:
+        return False
+    settings = ((_M_ARENA_MAX, 1), (_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    return all(_mallopt(param, value) == 1 for param, value in settings)

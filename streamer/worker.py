@@ -29,7 +29,7 @@ from streamer import checkpoint, security
 from streamer.checkpointer import Checkpointer
 from streamer.config import ConfigError
 from streamer.intake import Intake
-from streamer.memory import release_freed_heap
+from streamer.memory import hold_freed_heap
 from streamer.metrics import WorkerMetrics, serve, start_http
 from streamer.model_stage import ModelStage
 from streamer.motion.stage import MotionStage
@@ -47,12 +47,9 @@ if TYPE_CHECKING:
 #: iterations and between the cold start's per-slice SVDs; the refit thread is a daemon and does
 #: not hold up the exit beyond this). With the loop's 0.2 s poll, a stop takes at most ~2.5 s.
 STOP_REFIT_WAIT_S = 2.0
-#: Milliseconds the loop waits for a frame before it beats the watchdog anyway.
+#: Milliseconds the loop waits for a frame (the frame socket's receive timeout) before it beats
+#: the watchdog anyway.
 POLL_MS = 200
-#: Seconds between two trims of the freed heap (streamer.memory). A trim makes the next frame
-#: fault its buffers back in: at 1920x1080, trimming after every refit (each 1.3 s) took p99
-#: latency from 27 to 37-53 ms (docs/results.md, "Speed").
-TRIM_INTERVAL_S = 10.0
 
 
 def contact_sheet(
@@ -80,6 +77,7 @@ class _Sockets:
         self.pull = ctx.socket(zmq.PULL)
         self.pull.setsockopt(zmq.RCVHWM, w.rcvhwm)
         self.pull.setsockopt(zmq.MAXMSGSIZE, w.max_side * w.max_side + 65536)
+        self.pull.setsockopt(zmq.RCVTIMEO, POLL_MS)
         self.pub = ctx.socket(zmq.PUB)
         self.pub.setsockopt(zmq.SNDHWM, 64)
         self.pub.setsockopt(zmq.LINGER, 1000)
@@ -137,21 +135,27 @@ class _Worker:
             )
         self.epoch, self.seq, self.rejected, self.event_seq = new_epoch(), 0, 0, 0
         self.last: tuple[np.ndarray, FrameResult] | None = None  # the last frame and its result
-        self.trim_due = False  # a refit landed: its freed temporaries go back to the OS when idle
-        self.last_trim = time.monotonic()
         self.ckpt: Checkpointer | None = None
         if w.state_dir:
             path = checkpoint.path_for(w.state_dir, cfg.camera)
             self.ckpt = Checkpointer(path, w.checkpoint_interval_s, cfg.camera, self.m, log, self.motion.events)
             self.ckpt.restore(self.stage, self.intake.tracker)
 
-    def receive(self, pull: zmq.Socket) -> None:
-        """Take every message waiting on ``pull`` into the intake, counting what happened."""
-        while True:
+    def receive(self, pull: zmq.Socket, wait: bool) -> bool:
+        """Take every message waiting on ``pull`` into the intake, counting what happened.
+
+        With ``wait``, the first message is waited for up to the socket's receive timeout
+        (:data:`POLL_MS`). The rest are taken while the socket says one waits: a blocking receive
+        and that check cost 60 us of CPU less per frame than a poll and a receive that ends on
+        ``zmq.Again`` (docs/results.md, "Cameras per core"). Returns whether any message came.
+        """
+        flags, came = (0 if wait else zmq.NOBLOCK), False
+        while not came or int(pull.get(zmq.EVENTS)) & zmq.POLLIN:
             try:
-                parts = pull.recv_multipart(zmq.NOBLOCK, copy=False)
+                parts = pull.recv_multipart(flags, copy=False)
             except zmq.Again:
                 break
+            flags, came = zmq.NOBLOCK, True
             o = self.intake.offer(parts)
             if o.restarted:
                 self.m.restarts_seen.inc()
@@ -167,6 +171,7 @@ class _Worker:
             self.m.received.inc()
             self.m.dropped["overload"].inc(o.dropped)
         self.m.backlog.set(len(self.intake))
+        return came
 
     def process(self, msg: Message, pub: zmq.Socket) -> None:
         """One frame: the model, its facts into metrics, the mask and its events published.
@@ -249,18 +254,10 @@ class _Worker:
         the next checkpoint show it while the camera is silent."""
         self._refit_landed(self.stage.collect_refit())
 
-    def trim_when_idle(self, pull: zmq.Socket) -> None:
-        """Hand the freed heap of the refits that landed back to the OS, when due and no frame waits."""
-        if self.trim_due and time.monotonic() - self.last_trim > TRIM_INTERVAL_S:
-            if not len(self.intake) and not pull.poll(0):
-                release_freed_heap()  # docs/design.md, "Processes"
-                self.trim_due, self.last_trim = False, time.monotonic()
-
     def _refit_landed(self, r: RefitReport | None) -> None:
-        """Count a refit the model installed (None: none did) and mark the heap's trim due."""
+        """Count a refit the model installed (None: none did)."""
         if r is None:
             return
-        self.trim_due = True
         self.m.refit_cpu.inc(max(r.cpu_seconds, 0.0))  # a refit that failed spent its CPU too
         if r.reset:
             self.m.resets.inc()
@@ -320,6 +317,8 @@ def run_worker(
     int
         Exit status: 0.
     """
+    if not hold_freed_heap():  # before any thread of ours allocates (streamer.memory)
+        log.info("no glibc mallopt, or it refused a setting: a refit's freed heap is left to the allocator")
     log.info(limit_threads(cfg.worker.blas_threads, cfg.worker.opencv_threads))
     zones = [z.name for z in cfg.motion.zones] or ["frame"]
     serve(cfg.worker.metrics_port, "worker", cfg.camera, cfg.worker.metrics_address, zones)
@@ -338,14 +337,12 @@ def run_worker(
                 log.warning("%s socket: refused a peer (%s)", name, event)
             if worker.ckpt:
                 worker.ckpt.tick(worker.stage, worker.intake.tracker)
-            if len(worker.intake) or sockets.pull.poll(POLL_MS):
-                worker.receive(sockets.pull)
-                msg = worker.intake.next()
-                if msg is not None:
-                    worker.process(msg, sockets.pub)
-            else:
+            came = worker.receive(sockets.pull, wait=not len(worker.intake))
+            msg = worker.intake.next()
+            if msg is not None:
+                worker.process(msg, sockets.pub)
+            elif not came:
                 worker.idle()
-            worker.trim_when_idle(sockets.pull)
             worker.m.progress()
             if notify:
                 notify("WATCHDOG=1")
