@@ -84,18 +84,18 @@ def find_regions(
     # thread or two (0.16-0.23 ms against 0.23-0.42 ms for the default; docs/results.md).
     _, _, stats, centroids = cv2.connectedComponentsWithStatsWithAlgorithm(fgmask, 8, cv2.CV_32S, cv2.CCL_GRANA)
     sx, sy = scale
-    stats, centroids = stats[1:], centroids[1:]  # label 0 is the background
-    areas = stats[:, cv2.CC_STAT_AREA] * (sx * sy)
-    keep = np.flatnonzero(areas >= min_area)
+    areas = stats[1:, cv2.CC_STAT_AREA] * (sx * sy)  # label 0 is the background
+    keep = np.flatnonzero(areas >= min_area) + 1
+    # The few components kept (most are specks below min_area) are ordered and scaled in Python:
+    # on so few, numpy's calls cost more than their arithmetic (docs/results.md, "Cameras per core").
+    rows = stats[keep].tolist()  # [left, top, width, height, area]
     # Largest first; equal areas top-left first, so that the order is the same on every run.
-    left, top = stats[keep, cv2.CC_STAT_LEFT], stats[keep, cv2.CC_STAT_TOP]
-    keep = keep[np.lexsort((left, top, -stats[keep, cv2.CC_STAT_AREA]))][:max_regions]
-    x, y, w, h = stats[keep, :4].T
-    x0, y0 = (x * sx).astype(int), (y * sy).astype(int)
-    boxes = np.stack([x0, y0, np.rint((x + w) * sx).astype(int) - x0, np.rint((y + h) * sy).astype(int) - y0], 1)
-    cents = np.round((centroids[keep] + 0.5) * (sx, sy) - 0.5, 2)
-    listed = [
-        Region(tuple(b), a, tuple(c))  # type: ignore[arg-type]
-        for b, a, c in zip(boxes.tolist(), np.rint(areas[keep]).astype(int).tolist(), cents.tolist(), strict=True)
-    ]
-    return Regions(listed, int(np.count_nonzero(areas >= min_area)) - len(listed))
+    order = sorted(range(len(rows)), key=lambda i: (-rows[i][4], rows[i][1], rows[i][0]))[:max_regions]
+    cents = np.round((centroids[keep[order]] + 0.5) * (sx, sy) - 0.5, 2).tolist()
+    listed = []
+    for i, c in zip(order, cents, strict=True):
+        x, y, w, h, area = rows[i]
+        x0, y0 = int(x * sx), int(y * sy)
+        box = (x0, y0, round((x + w) * sx) - x0, round((y + h) * sy) - y0)
+        listed.append(Region(box, round(area * (sx * sy)), (c[0], c[1])))
+    return Regions(listed, len(rows) - len(listed))
