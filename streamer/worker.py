@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 #: Seconds the worker waits at stop for an abandoned refit to end (the solver checks between
 #: iterations and between the cold start's per-slice SVDs; the refit thread is a daemon and does
-#: not hold up the exit beyond this). With the loop's 0.2 s poll, a stop takes at most ~2.5 s.
+#: not hold up the exit beyond this). With the loop's 0.2 s wait for a frame, a stop takes at most ~2.5 s.
 STOP_REFIT_WAIT_S = 2.0
 #: Milliseconds the loop waits for a frame (the frame socket's receive timeout) before it beats
 #: the watchdog anyway.
@@ -250,7 +250,7 @@ class _Worker:
             self.log.debug("event %s in %s: %s", e.event, e.zone, e.fields)
 
     def idle(self) -> None:
-        """No frame came for a poll: install a refit that finished meanwhile, so that its metrics and
+        """No frame came within POLL_MS: install a refit that finished meanwhile, so that its metrics and
         the next checkpoint show it while the camera is silent."""
         self._refit_landed(self.stage.collect_refit())
 
