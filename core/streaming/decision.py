@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from core.streaming.median import median
 from core.streaming.params import BackgroundParams
 from core.streaming.postprocess import square
 from core.streaming.samples import SampleSet
@@ -337,4 +338,4 @@ def global_threshold(score: np.ndarray, p: BackgroundParams) -> float:
     """
     if p.threshold is not None:
         return float(p.threshold)
-    return max(p.min_threshold, p.k_sigma * MAD_TO_SIGMA * float(np.median(score)))
+    return max(p.min_threshold, p.k_sigma * MAD_TO_SIGMA * float(median(score.ravel())))

@@ -20,6 +20,7 @@ import numpy as np
 from core.solver.frame_fit import fit_cores
 from core.solver.products import sandwich
 from core.solver.state import KDRSDLState
+from core.streaming.median import median
 from core.streaming.params import BackgroundParams
 
 #: Fewest still sampled pixels the global offset is taken over (else it is taken over all).
@@ -88,5 +89,5 @@ def frame_background(
             keep = still[::4, ::4]
             if np.count_nonzero(keep) >= MIN_STILL:
                 d = d[keep]
-        bg = bg + np.float32(np.median(d))
+        bg = bg + np.float32(median(d.ravel()))
     return bg

@@ -31,6 +31,7 @@ import numpy as np
 
 from core.solver.state import KDRSDLState
 from core.streaming.decision import MAD_TO_SIGMA
+from core.streaming.median import median
 
 #: Fewest background pixels (of the sampled ones) a fit is made on.
 MIN_PIXELS = 64
@@ -131,15 +132,15 @@ def detect_light_change(
     if abs(gain - 1) <= min_gain_change / 2:  # the plain fit near 1: the robust pass is not needed
         return None
     resid = xs - (gain * bs + offset)
-    med = float(np.median(resid))
-    mad = float(np.median(np.abs(resid - med)))
+    med = float(median(resid))
+    mad = float(median(np.abs(resid - med)))
     inliers = np.abs(resid - med) <= 3 * MAD_TO_SIGMA * max(mad, 1e-4)
     if inliers.sum() >= MIN_PIXELS:
         gain, offset = _fit(xs[inliers], bs[inliers])
     if abs(gain - 1) <= min_gain_change or not np.isfinite(gain) or not np.isfinite(offset):
         return None
     hs = half if np.ndim(half) == 0 else np.asarray(half)[::step, ::step][keep]
-    before = float(np.mean(np.abs(xs - bs - np.median(xs - bs)) > hs))
+    before = float(np.mean(np.abs(xs - bs - median(xs - bs)) > hs))
     after = float(np.mean(np.abs(xs - (np.float32(gain) * bs + np.float32(offset))) > hs))
     if not after * 2 <= before:
         return None

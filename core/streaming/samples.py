@@ -29,6 +29,7 @@ checkpoint continues exactly as it would have.
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 #: A dynamic pixel is updated this many times as often as a still one.
@@ -42,6 +43,10 @@ _NEIGHBOURS = np.array([(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy
 #: 1,600-2,800 pixels: all in one gather costs 1.51 against 1.30 ms).
 #: docs/results.md, "Cameras per core" (its tenth step).
 NEIGHBOUR_GATHER_ROWS = 4096
+#: Frames whose random generators are made at once. ``default_rng((seed, t))`` made at each
+#: frame cost 0.14 ms of a 30-fps frame's CPU (its code cold after the wait); made 64 at a time,
+#: 0.02 ms a frame (docs/results.md, "Cameras per core", twelfth step).
+RNG_BLOCK = 64
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,7 @@ class SampleSet:
     """
 
     def __init__(self, shape: tuple[int, int], params: SampleParams) -> None:
-        if not 1 <= params.k <= 255:  # the consensus counts matches in uint8 (_count)
+        if not 1 <= params.k <= 255:  # counts of up to a byte's range (the knob allows 200)
             raise ValueError(f"samples per pixel must be in [1, 255], got {params.k}")
         if not 1 <= params.matches <= params.k:
             raise ValueError(f"sample matches must be in [1, {params.k}], got {params.matches}")
@@ -142,8 +147,12 @@ class SampleSet:
         h, w = shape
         self.samples = np.zeros((h * w, params.k), np.float32)
         self.ready = False
-        # each pixel's update phase: pixel order[j] is due at frames t with t % period == j % period
-        self._order = np.random.default_rng(params.seed).permutation(h * w)
+        # each pixel's update phase: pixel order[j] is due at frames t with t % period == j % period.
+        # Kept split by j % (period / DYNAMIC_SPEEDUP), each part contiguous and in the order of j.
+        order = np.random.default_rng(params.seed).permutation(h * w)
+        fast = params.period // DYNAMIC_SPEEDUP
+        self._order = [np.ascontiguousarray(order[a::fast]) for a in range(fast)]
+        self._bitgens: dict[int, np.random.PCG64] = {}  # frame t -> its unused generator (_rng)
         # pixel p's 8 neighbours (clipped at the border), row-major indices: (h * w, 8)
         rows, cols = np.divmod(np.arange(h * w), w)
         self._nbr = np.stack(
@@ -231,12 +240,13 @@ class SampleSet:
         return out
 
     def _count(self, idx: np.ndarray, xv: np.ndarray, r: np.ndarray) -> np.ndarray:
-        """Samples of pixels ``idx`` (n,) within ``r`` ((n, 1) or (1, 1)) of ``xv`` (n, 1): uint8 (n,)."""
+        """Samples of pixels ``idx`` (n,) within ``r`` ((n, 1) or (1, 1)) of ``xv`` (n, 1): int32 (n,)."""
         d = np.take(self.samples, idx, axis=0)  # a new array, as self.samples[idx], and faster
         d -= xv
         np.abs(d, out=d)
-        # a row sum of bytes (K <= 255, checked in __init__): 3x faster than count_nonzero(axis=1)
-        return np.einsum("ij->i", (d < r).view(np.uint8))
+        # a row sum of bytes by OpenCV: 3x faster than count_nonzero(axis=1), and than numpy's
+        # einsum by 13 us warm and 0.05 ms at a 30-fps frame (its Python layer runs cold)
+        return cv2.reduce((d < r).view(np.uint8), 1, cv2.REDUCE_SUM, dtype=cv2.CV_32S).ravel()
 
     # ----------------------------------------------------------------- update
     def update(self, x: np.ndarray, learn: np.ndarray, dynamic: np.ndarray, t: int) -> None:
@@ -263,14 +273,16 @@ class SampleSet:
         p = self.params
         fast = p.period // DYNAMIC_SPEEDUP
         # pixel order[j] is due when j = t (mod period), or j = t (mod fast) if it is dynamic,
-        # and it may be learnt; the due pixels are taken in the order of j
-        turn = dyn_all.copy()
-        turn[self._order[t % p.period :: p.period]] = True
-        turn &= learn_all
-        due = self._order[t % fast :: fast]
-        due = due[turn[due]]
+        # and it may be learnt; the due pixels are taken in the order of j. Among the j = t
+        # (mod fast), held in the order of j, those with j = t (mod period) are every
+        # (period / fast)-th from the ((t mod period) // fast)-th.
+        order = self._order[t % fast]
+        turn = (dyn_all & learn_all)[order]
+        phase = slice((t % p.period) // fast, None, p.period // fast)
+        turn[phase] = learn_all[order[phase]]
+        due = order[turn]
         dyn = dyn_all[due]
-        rng = np.random.default_rng((p.seed, t))
+        rng = self._rng(t)
         # written through flat indices (row * K + sample): the same elements as samples[rows,
         # cols], at half the cost of numpy's two-array indexing. The samples are C-contiguous
         # (made by zeros or copy), so the flat array is a view and the writes land in them.
@@ -279,8 +291,22 @@ class SampleSet:
         flat[due * p.k + rng.integers(0, p.k, due.size)] = xf[due]
         spread = due[dyn]
         if spread.size:
-            q = self._nbr[spread, rng.integers(0, len(_NEIGHBOURS), spread.size)]
+            n_nbr = self._nbr.shape[1]
+            q = self._nbr.reshape(-1)[spread * n_nbr + rng.integers(0, n_nbr, spread.size)]
             flat[q * p.k + rng.integers(0, p.k, spread.size)] = xf[spread]
+
+    def _rng(self, t: int) -> np.random.Generator:
+        """Frame ``t``'s random generator, the same stream as ``np.random.default_rng((seed, t))``.
+
+        The generators of :data:`RNG_BLOCK` frames from ``t`` on are made together, and each is
+        handed out once: a frame counter that starts over (a reset) gets fresh ones.
+        """
+        bitgen = self._bitgens.pop(t, None)
+        if bitgen is None:
+            seed = self.params.seed
+            self._bitgens = {u: np.random.PCG64(np.random.SeedSequence((seed, u))) for u in range(t + 1, t + RNG_BLOCK)}
+            bitgen = np.random.PCG64(np.random.SeedSequence((seed, t)))
+        return np.random.Generator(bitgen)
 
     def map_light(self, gain: float, offset: float) -> None:
         """Bring the samples to a new light: ``s -> gain * s + offset`` (:mod:`core.streaming.light`)."""

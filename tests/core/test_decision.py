@@ -6,7 +6,7 @@ import scipy.ndimage
 
 from core.streaming.background import KDRSDLBackgroundSubtractor
 from core.streaming.decision import DecisionParams, PixelDecision, pixel_spread
-from core.streaming.postprocess import postprocess
+from core.streaming.postprocess import fill_holes, postprocess
 
 
 def test_pixel_spread_recovers_each_pixels_noise_and_ignores_foreground_in_E():
@@ -120,6 +120,36 @@ def test_postprocess_equals_the_scipy_reference(seed):
     m = scipy.ndimage.minimum_filter(scipy.ndimage.maximum_filter(m, 7), 7)
     want = scipy.ndimage.binary_fill_holes(m.astype(bool))
     np.testing.assert_array_equal(postprocess(mask, 3, 7, True), want)
+
+
+def test_fill_holes_over_the_bounding_box_equals_the_scipy_reference():
+    """The flood runs over the foreground's bounding box only: the same holes as scipy's flood of
+    the whole frame, with blobs touching the border or the box's edge, nested rings, an empty
+    and a full mask."""
+    rng = np.random.default_rng(11)
+    masks = [np.zeros((30, 40), bool), np.ones((30, 40), bool)]
+    ring = np.zeros((30, 40), bool)
+    ring[5:25, 8:30] = True
+    ring[8:22, 11:27] = False  # a hole
+    ring[11:19, 14:24] = True  # an island in it, with a hole of its own
+    ring[13:17, 17:21] = False
+    masks.append(ring)
+    open_ring = ring.copy()
+    open_ring[8:10, 8:11] = False  # the hole opens onto the box's edge: not a hole any more
+    masks.append(open_ring)
+    corner = np.zeros((30, 40), bool)
+    corner[:10, :12] = True  # a blob in the corner, its hole 1 pixel from the frame's border
+    corner[1:4, 1:4] = False
+    masks.append(corner)
+    for density in (0.02, 0.1, 0.4, 0.6):
+        for _ in range(10):
+            masks.append(scipy.ndimage.binary_dilation(rng.random((37, 53)) < density / 4, iterations=2))
+            masks.append(rng.random((37, 53)) < density)
+    for mask in masks:
+        got = fill_holes(mask.astype(np.uint8))
+        assert got.dtype == np.uint8
+        np.testing.assert_array_equal(got.astype(bool), scipy.ndimage.binary_fill_holes(mask))
+    assert fill_holes(ring.astype(np.uint8))[9, 12] == 1 and fill_holes(open_ring.astype(np.uint8))[9, 12] == 0
 
 
 def still_object_recall(update_blend, frames=300, **knobs):

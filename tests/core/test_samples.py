@@ -3,7 +3,14 @@
 import numpy as np
 import pytest
 
-from core.streaming.samples import DYNAMIC_SPEEDUP, NEIGHBOUR_GATHER_ROWS, SampleParams, SampleSet, window_samples
+from core.streaming.samples import (
+    DYNAMIC_SPEEDUP,
+    NEIGHBOUR_GATHER_ROWS,
+    RNG_BLOCK,
+    SampleParams,
+    SampleSet,
+    window_samples,
+)
 
 
 def seeded(shape, values, **knobs):
@@ -177,6 +184,48 @@ def test_the_update_is_a_function_of_seed_and_frame_counter():
     np.testing.assert_array_equal(full, resumed)  # a restored set continues exactly
     other, _ = run(1)
     assert not np.array_equal(full, other)
+
+
+def reference_update(samples, x, learn, dynamic, t, p):
+    """The update's rule written plainly (the model's own code until issue 26's twelfth step):
+    the permutation of the pixels whole, a frame-sized turn mask, ``default_rng((seed, t))`` made
+    at the frame, neighbours clipped at the border. ``samples`` (h * w, K) is updated in place."""
+    h, w = x.shape
+    order = np.random.default_rng(p.seed).permutation(h * w)
+    fast = p.period // DYNAMIC_SPEEDUP
+    offsets = [(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx]
+    rows, cols = np.divmod(np.arange(h * w), w)
+    nbr = np.stack([np.clip(rows + dy, 0, h - 1) * w + np.clip(cols + dx, 0, w - 1) for dy, dx in offsets], axis=1)
+    turn = dynamic.ravel().copy()
+    turn[order[t % p.period :: p.period]] = True
+    turn &= learn.ravel()
+    due = order[t % fast :: fast]
+    due = due[turn[due]]
+    rng = np.random.default_rng((p.seed, t))
+    samples[due, rng.integers(0, p.k, due.size)] = x.ravel()[due]
+    spread = due[dynamic.ravel()[due]]
+    if spread.size:
+        q = nbr[spread, rng.integers(0, len(offsets), spread.size)]
+        samples[q, rng.integers(0, p.k, spread.size)] = x.ravel()[spread]
+
+
+def test_the_update_agrees_element_by_element_with_the_rule_written_plainly():
+    # Random frames, masks and dynamic pixels; the frame counter runs on, jumps, and starts over
+    # (a reset), so the generators made ahead (RNG_BLOCK frames at a time) are handed out in and
+    # out of their order.
+    shape, p = (23, 31), SampleParams(k=12, period=16, seed=5)
+    rng = np.random.default_rng(8)
+    s = SampleSet(shape, p)
+    s.seed(rng.random((shape[0] * shape[1], p.k), dtype=np.float32))
+    want = s.samples.copy()
+    counters = [*range(150), *range(400, 430), *range(0, 70), 66, 67]  # 66 and 67 again: made afresh
+    for t in counters:
+        x = rng.random(shape, dtype=np.float32)
+        learn, dynamic = rng.random(shape) < 0.7, rng.random(shape) < 0.2
+        s.update(x, learn, dynamic, t)
+        reference_update(want, x, learn, dynamic, t, p)
+        np.testing.assert_array_equal(s.samples, want, err_msg=f"frame {t}")
+    assert len(counters) > 2 * RNG_BLOCK
 
 
 def test_window_samples_keeps_flicker_and_replaces_runs_by_M():
