@@ -8,7 +8,7 @@ reaches the model only through this stage: its checkpoints, its stop and its bac
 
 import dataclasses
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Mapping, Optional
 
 import numpy as np
@@ -41,8 +41,11 @@ class SolverFacts:
     rank: int = 0
 
     def header(self) -> dict:
-        """The JSON-able dict of the header's ``solver`` field."""
-        return asdict(self)
+        """The JSON-able dict of the header's ``solver`` field.
+
+        The fields as they are (each a plain value): ``asdict``'s deep copy took 7 us a frame.
+        """
+        return dict(vars(self))
 
 
 @dataclass(frozen=True)
