@@ -6,6 +6,7 @@ can swap it in. Causal: a frame's mask uses that frame and earlier ones only.
 """
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -46,15 +47,15 @@ class FrameResult:
     fgmask : ndarray, shape (h, w), uint8
         0 background, 255 foreground; at the input resolution, or at the processing
         resolution with ``mask_resolution="processing"``.
-    score_processing : ndarray, shape (hp, wp), float32
-        Foreground score |x - L| in [0, 1] at the processing resolution
-        (:mod:`core.streaming.resolution`); ``score`` has it at the mask's.
     threshold : float or None
         The global threshold applied to ``score`` (``decision="global"``, and every frame
         before the first refit); None when the per-pixel bands decided.
     fgmask_processing : ndarray, shape (hp, wp), uint8
         The same mask at the processing resolution (``fgmask`` itself when the two sizes are
         equal): regions and zone fractions are measured on it (``streamer.motion.stage``).
+    frame_processing, background_processing : ndarray, shape (hp, wp), float32
+        The frame x and its background L at the processing resolution (:mod:`core.streaming.resolution`),
+        intensity in [0, 1]; not to be written to (the model keeps them).
     refit : RefitReport or None
         The window refit installed at this frame (:class:`core.streaming.refit.RefitReport`: a solution,
         or ``reset`` after numerical trouble, when the model starts cold at the next refit);
@@ -65,11 +66,23 @@ class FrameResult:
     """
 
     fgmask: np.ndarray
-    score_processing: np.ndarray
     threshold: Optional[float]
     fgmask_processing: np.ndarray
+    frame_processing: np.ndarray
+    background_processing: np.ndarray
     refit: Optional[RefitReport] = field(default=None)
     light: Optional[LightChange] = field(default=None)
+
+    @functools.cached_property
+    def score_processing(self) -> np.ndarray:
+        """Foreground score |x - L| in [0, 1] at the processing resolution, float32 (hp, wp).
+
+        Made at its first access: the per-pixel bands do not read it, and at a 30-fps frame it
+        cost 0.07 ms (docs/results.md, "Cameras per core", twelfth step). ``score`` has it at the
+        mask's resolution.
+        """
+        score: np.ndarray = cv2.absdiff(self.frame_processing, self.background_processing)  # one pass
+        return score
 
     @property
     def score(self) -> np.ndarray:
@@ -316,8 +329,7 @@ class KDRSDLBackgroundSubtractor:
             still = None if d is None else ~(d.prev_obj | d.dynamic)
             bg = frame_background(x, self._state, self.params, self._lam, self._last_bg, still)
         self._background = bg
-        score: np.ndarray = cv2.absdiff(x, bg)  # |x - bg| in one pass
-        raw, threshold = self._raw_mask(x, bg, score)
+        raw, threshold = self._raw_mask(x, bg)
         p = self.params
         mask = postprocess(raw, p.open_size, p.close_size, p.fill_holes)
         if self._decider is not None and threshold is None:
@@ -331,9 +343,10 @@ class KDRSDLBackgroundSubtractor:
             fgmask = resolution.enlarge_mask(fgmask, self.shape)
         return FrameResult(
             fgmask=fgmask,
-            score_processing=score,
             threshold=threshold,
             fgmask_processing=fgmask_processing,
+            frame_processing=x,
+            background_processing=bg,
             refit=refit if refit is not None else self._sync_refit,
             light=light,
         )
@@ -433,11 +446,12 @@ class KDRSDLBackgroundSubtractor:
             self._pending_light = change if self._pending_light is None else self._pending_light.then(change)
         return change
 
-    def _raw_mask(self, x: np.ndarray, bg: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, float | None]:
+    def _raw_mask(self, x: np.ndarray, bg: np.ndarray) -> tuple[np.ndarray, float | None]:
         """The decision before post-processing, and the global threshold (None: the bands decided)."""
         if self._state is not None and self._decider is not None:
             assert self._sigma is not None
             return self._decider.raw(x, bg, self._sigma, self._samples), None
+        score: np.ndarray = cv2.absdiff(x, bg)  # |x - bg| in one pass
         t = global_threshold(score, self.params)
         return score > t, t
 

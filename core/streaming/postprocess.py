@@ -65,11 +65,11 @@ def postprocess(mask: np.ndarray, open_size: int = 3, close_size: int = 7, fill:
     -------
     ndarray, shape (h, w), bool
     """
-    m: np.ndarray = np.asarray(mask).astype(np.uint8)
+    m: np.ndarray = (np.asarray(mask) != 0).view(np.uint8)  # a new array of 0 and 1
     if open_size > 1:
         m = cv2.morphologyEx(m, cv2.MORPH_OPEN, square(open_size))
     if close_size > 1:
         m = cv2.morphologyEx(m, cv2.MORPH_CLOSE, square(close_size))
     if fill:
         m = fill_holes(m)
-    return m.astype(bool)
+    return m.view(bool)  # still a new array of 0 and 1 (OpenCV's or fill_holes'): no copy needed

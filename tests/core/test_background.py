@@ -62,6 +62,23 @@ def test_background_image_is_the_scene_background():
     assert np.mean(np.abs(bg - scene.background)) < 4 / 255 + 0.05 * scene.background.mean()
 
 
+def test_the_score_is_the_frames_distance_from_its_background_made_when_asked():
+    # The score is made at its first access from the frame and background the result holds; with
+    # the per-pixel bands deciding (threshold None) the model itself never reads it.
+    scene = SyntheticScene(60, 80, seed=4)
+    sub = KDRSDLBackgroundSubtractor(mask_resolution="processing")
+    for t in range(120):
+        frame = scene.frame_uint8(t)
+        res = sub.process(frame)
+        if t in (5, 119):  # before the first solution (the global threshold) and after it
+            np.testing.assert_array_equal(res.frame_processing, frame * np.float32(1 / 255))
+            want = np.abs(res.frame_processing - res.background_processing)
+            np.testing.assert_array_equal(res.score_processing, want)
+            assert res.score_processing is res.score_processing and res.score.shape == frame.shape
+    assert res.threshold is None
+    assert 0 < (res.score_processing > 0.1).mean() < 0.5  # the scene's objects, not every pixel
+
+
 def test_shape_change_resets_and_bad_frames_raise():
     sub = KDRSDLBackgroundSubtractor()
     for _ in range(5):
