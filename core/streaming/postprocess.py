@@ -65,7 +65,9 @@ def postprocess(mask: np.ndarray, open_size: int = 3, close_size: int = 7, fill:
     -------
     ndarray, shape (h, w), bool
     """
-    m: np.ndarray = (np.asarray(mask) != 0).view(np.uint8)  # a new array of 0 and 1
+    a = np.asarray(mask)
+    # a new array of 0 and 1 (a != 0 on bools costs ten times astype's 4 us)
+    m: np.ndarray = a.astype(np.uint8) if a.dtype == bool else (a != 0).view(np.uint8)
     if open_size > 1:
         m = cv2.morphologyEx(m, cv2.MORPH_OPEN, square(open_size))
     if close_size > 1:

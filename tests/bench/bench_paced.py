@@ -1,6 +1,7 @@
 """What a frame costs paced at 30 fps against back to back (issue 26): the model alone, by frame size.
 
-Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_paced.py [--sizes 40x30 160x120 320x240]``.
+Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_paced.py [--sizes 40x30 160x120 320x240]
+[--steps]``.
 
 For each size, the motorway video (``../shared/data/video/motorway_320x240.avi``, 750 frames)
 resized to it goes through a :class:`KDRSDLBackgroundSubtractor` at its defaults with inline
@@ -9,9 +10,14 @@ poll). Printed: the median CPU time of the frames' thread per frame, over the fr
 300th that installed no refit, milliseconds. One OpenCV thread. The difference between the two
 is what a frame costs for arriving at 30 fps: its code and data are cold after the wait
 (docs/results.md, "Cameras per core", tenth step).
+
+With ``--steps``, the paced run also times the model's steps (:data:`STEPS`, each wrapped in a
+timer of the thread's CPU time) and prints each one's median per frame over the same frames: where
+a 30-fps frame's time goes (the twelfth step). The timers add a little to the frame's own figure.
 """
 
 import argparse
+import collections
 import pathlib
 import sys
 import time
@@ -22,11 +28,25 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from core.streaming import background, decision, samples  # noqa: E402
 from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
 
 VIDEO = ROOT.parent / "shared" / "data" / "video" / "motorway_320x240.avi"
 FPS = 30.0
 WARMUP = 300
+#: The model's steps that ``--steps`` times: a name, and the module or class whose attribute is the
+#: step (a module's function as the model calls it: core.streaming.background imports it by name).
+STEPS = {
+    "prepare": (KDRSDLBackgroundSubtractor, "_prepare"),
+    "light": (KDRSDLBackgroundSubtractor, "_absorb_light"),
+    "frame background": (background, "frame_background"),
+    "band": (decision.PixelDecision, "band"),
+    "shadow": (decision.PixelDecision, "shadow"),
+    "consensus": (samples.SampleSet, "match"),
+    "post-processing": (background, "postprocess"),
+    "feedback": (decision.PixelDecision, "feedback"),
+    "samples' update": (samples.SampleSet, "update"),
+}
 
 
 def read_gray(path: pathlib.Path) -> list[np.ndarray]:
@@ -43,34 +63,68 @@ def read_gray(path: pathlib.Path) -> list[np.ndarray]:
     return frames
 
 
-def frame_ms(frames: list[np.ndarray], paced: bool) -> float:
-    """The median CPU time of the frames' thread per frame, ms (frames after the warm-up, no refit)."""
+def frame_ms(frames: list[np.ndarray], paced: bool, steps: dict[str, list[float]] | None = None) -> float:
+    """The median CPU time of the frames' thread per frame, ms (frames after the warm-up, no refit).
+
+    ``steps``: filled with each of :data:`STEPS`' CPU time per counted frame, seconds (the steps are
+    timed only when it is given).
+    """
     model = KDRSDLBackgroundSubtractor()
+    spent: collections.Counter[str] = collections.Counter()
+    originals = {name: getattr(owner, attr) for name, (owner, attr) in STEPS.items()}
+    if steps is not None:
+        for name, (owner, attr) in STEPS.items():
+            setattr(owner, attr, timed(originals[name], name, spent))
     times = []
-    t0 = time.perf_counter()
-    for i, frame in enumerate(frames):
-        if paced:
-            while (wait := t0 + i / FPS - time.perf_counter()) > 0:
-                time.sleep(wait)
-        c = time.thread_time()
-        result = model.process(frame)
-        dt = time.thread_time() - c
-        if i > WARMUP and result.refit is None:
-            times.append(dt)
+    try:
+        t0 = time.perf_counter()
+        for i, frame in enumerate(frames):
+            if paced:
+                while (wait := t0 + i / FPS - time.perf_counter()) > 0:
+                    time.sleep(wait)
+            spent.clear()
+            c = time.thread_time()
+            result = model.process(frame)
+            dt = time.thread_time() - c
+            if i > WARMUP and result.refit is None:
+                times.append(dt)
+                if steps is not None:
+                    for name in STEPS:
+                        steps.setdefault(name, []).append(spent[name])
+    finally:
+        for name, (owner, attr) in STEPS.items():
+            setattr(owner, attr, originals[name])
     return 1e3 * float(np.median(times))
+
+
+def timed(step, name: str, spent: collections.Counter):
+    """``step`` adding its thread CPU time to ``spent[name]`` at each call."""
+
+    def run(*args, **kwargs):
+        c = time.thread_time()
+        try:
+            return step(*args, **kwargs)
+        finally:
+            spent[name] += time.thread_time() - c
+
+    return run
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=["40x30", "160x120", "320x240"])
+    ap.add_argument("--steps", action="store_true", help="also time the model's steps in the paced run")
     args = ap.parse_args()
     cv2.setNumThreads(1)
     video = read_gray(VIDEO)
     for size in args.sizes:
         w, h = (int(v) for v in size.split("x"))
         frames = [cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in video]
-        tight, paced = frame_ms(frames, False), frame_ms(frames, True)
+        steps: dict[str, list[float]] | None = {} if args.steps else None
+        tight, paced = frame_ms(frames, False), frame_ms(frames, True, steps)
         print(f"{size}: back to back {tight:.2f} ms a frame, paced at 30 fps {paced:.2f} ms", flush=True)
+        for name, seconds in (steps or {}).items():
+            print(f"  {name:16s} {1e3 * float(np.median(seconds)):.3f} ms a paced frame (median)")
 
 
 if __name__ == "__main__":
