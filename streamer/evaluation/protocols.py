@@ -256,9 +256,12 @@ def _paper_method(method, X):
         mask = score > BATCH_THRESHOLD
     elif method == "kdrsdl-stream":
         sub = KDRSDLBackgroundSubtractor()
-        out = [sub.process(f) for f in X]
-        score = np.stack([o.score for o in out])
-        mask = np.stack([o.fgmask for o in out]) > 0
+        scores, masks = [], []
+        for f in X:  # each result's score and mask only: a result also holds its frame and background
+            o = sub.process(f)
+            scores.append(o.score)
+            masks.append(o.fgmask > 0)
+        score, mask = np.stack(scores), np.stack(masks)
         params = {**vars(sub.params), "resets": sub.n_resets}
     else:
         sub = peers.create(method)
