@@ -131,7 +131,15 @@ class BackgroundParams:
         1,
         1000,
     )
-    rank: int = knob(20, "Dictionary size r, at most min(height, width) of the processing resolution.", "", 1, 1000)
+    rank: int = knob(
+        12,
+        "Dictionary size r, at most min(height, width) of the processing resolution. 12 with "
+        "refit_max_iter 13 costs three quarters of 20 with 15 per refit, for the same CDnet mean F "
+        "(issue 26).",
+        "",
+        1,
+        1000,
+    )
     lam: Optional[float] = knob(
         0.005,
         "Weight of |E|_1. None = the paper's 1 / sqrt(window * max(m, n)) (0.010 "
@@ -146,7 +154,7 @@ class BackgroundParams:
     alpha: float = knob(1e-2, "Weight of |R|_1 (the paper's default).", "", 0, None, low_open=True)
     refit_interval: int = knob(
         80,
-        "Frames between window refits (warm-started KDRSDL). 80 and refit_max_iter 15 cost a quarter of "
+        "Frames between window refits (warm-started KDRSDL). 80 and 15 iterations cost a quarter of "
         "40 and 30 (issue 26), for a mean F over the CDnet sequences within 0.002 of theirs.",
         "frames",
         1,
@@ -173,7 +181,7 @@ class BackgroundParams:
         1,
     )
     refit_max_iter: int = knob(
-        15,
+        13,
         "Iterations of a warm refit (the cold first fit gets 3x): a fixed budget, since a warm refit "
         "continues from the last solution and rarely meets refit_tol.",
         "",
@@ -198,9 +206,10 @@ class BackgroundParams:
         "The refits solve the window reduced by this factor on each side (area means, alpha / "
         "refit_scale), and the background, its spread and the samples are lifted back to the "
         "processing resolution (core.streaming.coarse). 2 costs 0.3-0.45x the CPU per refit, for a "
-        "mean F over the CDnet sequences 0.002 lower (fall 0.024 lower; issue 26). 1 = at the processing "
-        "resolution. frame_model 'last' and 'fit' read the dictionary at that resolution: with them "
-        "the refits ignore this knob.",
+        "mean F over the CDnet sequences 0.002 lower (fall 0.024 lower; issue 26), and an object "
+        "that stops may stay foreground for good (two synthetic scenes of five; "
+        "tests/core/test_coarse.py). 1 = at the processing resolution. frame_model 'last' and "
+        "'fit' read the dictionary at that resolution: with them the refits ignore this knob.",
         "",
         1,
         8,

@@ -142,11 +142,16 @@ def test_coarse_refits_follow_a_strong_light_drift_over_a_long_stream():
 
 
 def test_with_coarse_refits_a_still_object_still_fades_in_the_end():
-    # Measured, as with full-size refits: whole at frame 400 (the conditional update), gone by
-    # frame 800. With alpha unchanged in the coarse solve it was still whole at frame 900: its
-    # samples stayed in E, the spread narrow, and the update kept it out of the window for good.
-    assert still_object_recall(0.7, frames=400, refit_scale=2) > 0.9
-    assert still_object_recall(0.7, frames=850, refit_scale=2) < 0.1
+    # Measured at rank 20 and 15 iterations, the defaults when coarse refits were built: whole at
+    # frame 400 (the conditional update), gone by frame 800, as with full-size refits. With alpha
+    # unchanged in the coarse solve it was still whole at frame 900: its samples stayed in E, the
+    # spread narrow, and the update kept it out of the window for good. The margin is narrow, which
+    # is why coarse refits are off by default: at those knobs the object stayed for good on one
+    # scene of five (still_object_fade, seed 4), and at today's rank 12 and 13 iterations on two
+    # (seeds 1 and 5; docs/results.md, "Cameras per core", thirteenth step).
+    knobs = dict(refit_scale=2, rank=20, refit_max_iter=15)
+    assert still_object_recall(0.7, frames=400, **knobs) > 0.9
+    assert still_object_recall(0.7, frames=850, **knobs) < 0.1
 
 
 def test_coarse_refits_on_the_synthetic_scene():

@@ -152,23 +152,46 @@ def test_fill_holes_over_the_bounding_box_equals_the_scipy_reference():
     assert fill_holes(ring.astype(np.uint8))[9, 12] == 1 and fill_holes(open_ring.astype(np.uint8))[9, 12] == 0
 
 
-def still_object_recall(update_blend, frames=300, **knobs):
-    """Recall on an object that walks in at frame 100 and stands still, at frame ``frames - 1``
-    (``knobs``: the model's other knobs)."""
-    rng = np.random.default_rng(1)
+def still_object_masks(update_blend, frames, seed=1, **knobs):
+    """The masks of a scene where an object walks in at frame 100 and stands still: for each frame,
+    the recall on the object (``seed``: the scene's; ``knobs``: the model's other knobs)."""
+    rng = np.random.default_rng(seed)
     bg = (0.3 + 0.2 * rng.random((48, 64))).astype(np.float32)
     sub = KDRSDLBackgroundSubtractor(update_blend=update_blend, **knobs)
     for t in range(frames):
         x = bg + 0.01 * rng.standard_normal(bg.shape).astype(np.float32)
         if t >= 100:
             x[10:30, 20:40] = 0.9
-        mask = sub.apply(np.clip(x, 0, 1))
-    return float((mask[10:30, 20:40] > 0).mean())
+        yield float((sub.apply(np.clip(x, 0, 1))[10:30, 20:40] > 0).mean())
+
+
+def still_object_recall(update_blend, frames=300, **knobs):
+    """Recall on the still object of :func:`still_object_masks` at frame ``frames - 1``."""
+    return list(still_object_masks(update_blend, frames, **knobs))[-1]
+
+
+def still_object_fade(seed, frames=1500, update_blend=0.7, **knobs):
+    """The first frame from 300 on at which the still object's recall is below 0.1, or None."""
+    for t, recall in enumerate(still_object_masks(update_blend, frames, seed, **knobs)):
+        if t >= 300 and recall < 0.1:
+            return t
+    return None
 
 
 def test_a_still_object_stays_foreground_longer_with_the_conditional_update():
     # The default window spans 240 frames. Learnt as it is, the object is background 200 frames
     # after it stopped (measured recall 0.0); learnt at 0.3 per window entry it is still whole
-    # (1.0). It fades in the end all the same (measured: gone by frame 500), as a ghost must.
+    # (1.0). It fades in the end all the same, as a ghost must (the test below).
     assert still_object_recall(0.7) > 0.9
     assert still_object_recall(0.0) < 0.1
+
+
+def test_a_still_object_fades_in_the_end_on_every_scene():
+    # The conditional update slows the fade; it must not stop it, or a ghost stays for good.
+    # Measured at the defaults on five scenes: gone at frames 793, 1193, 793, 1193 and 1193 (each
+    # step a refit's); at rank 20 and 15 iterations (the defaults before issue 26's thirteenth
+    # step) at 1353, 793, 803, 793 and 1353. Coarse refits kept it for good on one or two of these
+    # (tests/core/test_coarse.py). Learnt as it is (update_blend 0) it
+    # is gone before frame 300; at update_blend 0.95 it stays on every scene.
+    fades = [still_object_fade(seed) for seed in range(1, 6)]
+    assert all(f is not None for f in fades), fades
