@@ -152,9 +152,9 @@ def test_fill_holes_over_the_bounding_box_equals_the_scipy_reference():
     assert fill_holes(ring.astype(np.uint8))[9, 12] == 1 and fill_holes(open_ring.astype(np.uint8))[9, 12] == 0
 
 
-def still_object_masks(update_blend, frames, seed=1, **knobs):
-    """The masks of a scene where an object walks in at frame 100 and stands still: for each frame,
-    the recall on the object (``seed``: the scene's; ``knobs``: the model's other knobs)."""
+def still_object_recalls(update_blend, frames, seed=1, **knobs):
+    """Each frame's recall on an object that walks in at frame 100 and stands still (``seed``: the
+    scene's; ``knobs``: the model's other knobs)."""
     rng = np.random.default_rng(seed)
     bg = (0.3 + 0.2 * rng.random((48, 64))).astype(np.float32)
     sub = KDRSDLBackgroundSubtractor(update_blend=update_blend, **knobs)
@@ -166,13 +166,13 @@ def still_object_masks(update_blend, frames, seed=1, **knobs):
 
 
 def still_object_recall(update_blend, frames=300, **knobs):
-    """Recall on the still object of :func:`still_object_masks` at frame ``frames - 1``."""
-    return list(still_object_masks(update_blend, frames, **knobs))[-1]
+    """Recall on the still object of :func:`still_object_recalls` at frame ``frames - 1``."""
+    return list(still_object_recalls(update_blend, frames, **knobs))[-1]
 
 
 def still_object_fade(seed, frames=1500, update_blend=0.7, **knobs):
     """The first frame from 300 on at which the still object's recall is below 0.1, or None."""
-    for t, recall in enumerate(still_object_masks(update_blend, frames, seed, **knobs)):
+    for t, recall in enumerate(still_object_recalls(update_blend, frames, seed, **knobs)):
         if t >= 300 and recall < 0.1:
             return t
     return None
@@ -191,7 +191,7 @@ def test_a_still_object_fades_in_the_end_on_every_scene():
     # Measured at the defaults on five scenes: gone at frames 793, 1193, 793, 1193 and 1193 (each
     # step a refit's); at rank 20 and 15 iterations (the defaults before issue 26's thirteenth
     # step) at 1353, 793, 803, 793 and 1353. Coarse refits kept it for good on one or two of these
-    # (tests/core/test_coarse.py). Learnt as it is (update_blend 0) it
-    # is gone before frame 300; at update_blend 0.95 it stays on every scene.
+    # (tests/core/test_coarse.py). Learnt as it is (update_blend 0) it is gone before frame 300;
+    # at update_blend 0.95 it stays on every scene.
     fades = [still_object_fade(seed) for seed in range(1, 6)]
     assert all(f is not None for f in fades), fades
