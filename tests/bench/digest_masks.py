@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
 from streamer.config import load  # noqa: E402
-from streamer.evaluation.cdnet import Sequence  # noqa: E402
+from streamer.evaluation.cdnet import Sequence, read_gray  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 DEFAULT_SOURCES = [
@@ -53,9 +53,8 @@ def frames_of(source, limit):
     path = pathlib.Path(source)
     if path.is_dir():
         seq = Sequence.open(path)
-        last = min(seq.last_input, seq.first_input + limit - 1)
-        for i in range(seq.first_input, last + 1):
-            yield seq.frames(i, i)[0]
+        for i in range(seq.first_input, min(seq.last_input, seq.first_input + limit - 1) + 1):
+            yield read_gray(seq.input_path(i))
         return
     cap = cv2.VideoCapture(str(path))
     if not cap.isOpened():
