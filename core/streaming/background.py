@@ -18,6 +18,7 @@ from core.solver.state import KDRSDLState, slide_state
 from core.streaming import resolution, snapshot
 from core.streaming.decision import DecisionParams, PixelDecision, global_threshold
 from core.streaming.frame_model import frame_background, last_background
+from core.streaming.ghosts import GhostParams, GhostTracker
 from core.streaming.light import LightChange, detect_light_change, map_state
 from core.streaming.params import BackgroundParams
 from core.streaming.postprocess import postprocess, square
@@ -162,6 +163,7 @@ class KDRSDLBackgroundSubtractor:
         self._sigma: np.ndarray | None = None  # per-pixel spread of the background
         self._decider: PixelDecision | None = None  # per-pixel feedback state
         self._samples: SampleSet | None = None  # background samples
+        self._ghosts: GhostTracker | None = None  # uncovered background told from stopped objects
         self._last_bg: np.ndarray | None = None  # frame_model "last": M + the newest window frame's low-rank part
         self._early_bg: np.ndarray | None = None  # before the first solution: the window's median
         self._sync_refit: RefitReport | None = None  # report of an inline refit run after the last frame
@@ -177,6 +179,8 @@ class KDRSDLBackgroundSubtractor:
             if p.samples:
                 sp = SampleParams(k=p.samples, matches=p.sample_matches, radius=p.sample_radius, period=p.sample_period)
                 self._samples = SampleSet(proc, sp)
+            if p.ghost_frames:
+                self._ghosts = GhostTracker(proc, GhostParams(frames=p.ghost_frames))
 
     # ----------------------------------------------------------------- OpenCV API
     def apply(self, image: np.ndarray, fgmask: np.ndarray | None = None, learningRate: float = -1) -> np.ndarray:
@@ -236,6 +240,8 @@ class KDRSDLBackgroundSubtractor:
             parts["decision"] = self._decider.state()
         if self._samples is not None:
             parts["samples"] = self._samples.state()
+        if self._ghosts is not None:
+            parts["ghosts"] = self._ghosts.state()
         snap = ModelSnapshot(
             frame_shape=self.shape,
             counters={"result_start": self._result_start, "n_frames": self.n_frames},
@@ -271,7 +277,7 @@ class KDRSDLBackgroundSubtractor:
             snap = snapshot.from_arrays(ckpt, self.params)
             self._start(snap.frame_shape)
             assert self._proc_shape is not None
-            for part, owner in (("decision", self._decider), ("samples", self._samples)):
+            for part, owner in (("decision", self._decider), ("samples", self._samples), ("ghosts", self._ghosts)):
                 if (part in snap.parts) != (owner is not None):
                     raise ValueError(f"checkpoint {part} state does not fit the model's knobs")
                 if owner is not None:
@@ -332,6 +338,8 @@ class KDRSDLBackgroundSubtractor:
         raw, threshold = self._raw_mask(x, bg)
         p = self.params
         mask = postprocess(raw, p.open_size, p.close_size, p.fill_holes)
+        if self._ghosts is not None and threshold is None:
+            self._absorb_ghosts(x, bg, mask)
         if self._decider is not None and threshold is None:
             self._decider.feedback(raw, mask)
         self._learn(x, bg, mask)
@@ -446,6 +454,19 @@ class KDRSDLBackgroundSubtractor:
             self._pending_light = change if self._pending_light is None else self._pending_light.then(change)
         return change
 
+    def _absorb_ghosts(self, x: np.ndarray, bg: np.ndarray, mask: np.ndarray) -> None:
+        """Adopt the frame as the background where a blob has looked like a ghost for
+        ``ghost_frames`` frames (:mod:`core.streaming.ghosts`): the window's frames and the
+        background samples take its values there, and those pixels leave ``mask`` (in place)."""
+        assert self._ghosts is not None
+        absorb = self._ghosts.update(x, bg, mask)
+        if absorb is None:
+            return
+        mask &= ~absorb
+        self._window.adopt(absorb, x)
+        if self._samples is not None:
+            self._samples.adopt(absorb, x, self.n_frames)
+
     def _raw_mask(self, x: np.ndarray, bg: np.ndarray) -> tuple[np.ndarray, float | None]:
         """The decision before post-processing, and the global threshold (None: the bands decided)."""
         if self._state is not None and self._decider is not None:
@@ -464,6 +485,8 @@ class KDRSDLBackgroundSubtractor:
             self._samples.update(x, ~under, self._decider.dynamic, self.n_frames)
         learnt = x
         if self._window.enters_next() and self._state is not None and p.update_blend > 0 and mask.any():
+            if self._ghosts is not None:  # a blob that looks like a ghost is not kept out of the window
+                under = under & self._ghosts.clear
             w = np.float32(p.update_blend)
             learnt = np.where(under, w * bg + (1 - w) * x, x).astype(np.float32)
         self._sync_refit = None

@@ -102,10 +102,14 @@ class DecisionParams:
     shadow : bool
         Veto cast shadows (:meth:`PixelDecision.shadow`) among the pixels darker than the band.
     shadow_ratio : (float, float)
-        Open interval of the ratio x / bg that a shadow may have (it darkens by 8-40%).
+        Open interval of the ratio x / bg that a shadow may have (it darkens by 8-30%).
     shadow_spread : float
-        Largest standard deviation of that ratio over the ``shadow_window`` x ``shadow_window``
-        neighbourhood (pixels): a shadow scales the background uniformly.
+        Largest standard deviation of that ratio, smoothed over ``shadow_smooth`` x
+        ``shadow_smooth`` pixels, over the ``shadow_window`` x ``shadow_window`` neighbourhood
+        (pixels): a shadow scales the background uniformly.
+    shadow_smooth : int
+        Side (pixels) of the box filter applied to the ratio before its spread is taken (the
+        noise of one pixel's ratio, JPEG's included, is 0.03-0.05 on CDnet's shadows); 1 = none.
     dynamic_blink : float
         Blink count above which a pixel is dynamic (its background moves): the sample
         consensus also looks at its neighbours' samples there, and learns faster
@@ -122,9 +126,10 @@ class DecisionParams:
     blink_max: float = 20.0
     object_margin: int = 5
     shadow: bool = _DEFAULTS.shadow
-    shadow_ratio: tuple = (0.6, 0.92)
-    shadow_spread: float = 0.03
+    shadow_ratio: tuple = (0.7, 0.92)
+    shadow_spread: float = 0.05
     shadow_window: int = 5
+    shadow_smooth: int = 3
     dynamic_blink: float = _DEFAULTS.dynamic_blink
 
     @classmethod
@@ -255,9 +260,11 @@ class PixelDecision:
             out[:] = False
             return out
         h, w = x.shape
-        m = p.shadow_window // 2 + 1
+        m = p.shadow_window // 2 + p.shadow_smooth // 2 + 1
         y0, y1, x0, x1 = max(r0 - m, 0), min(r0 + bh + m, h), max(c0 - m, 0), min(c0 + bw + m, w)
         r = x[y0:y1, x0:x1] / np.maximum(bg[y0:y1, x0:x1], np.float32(1 / 255))
+        if p.shadow_smooth > 1:  # JPEG and sensor noise: a pixel's own ratio is too noisy to be uniform
+            r = cv2.blur(r, (p.shadow_smooth, p.shadow_smooth))
         k = (p.shadow_window, p.shadow_window)
         mean = cv2.blur(r, k)
         uniform = (cv2.blur(r * r, k) - mean * mean) < np.float32(p.shadow_spread**2)

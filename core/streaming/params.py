@@ -234,6 +234,13 @@ class BackgroundParams:
         "follows illumination but absorbs part of slow or large objects).",
         choices=("mean", "last", "fit"),
     )
+    refit_background: str = knob(
+        "kdrsdl",
+        "What a refit makes of the window: KDRSDL's robust mean M and sparse part E ('kdrsdl'), or, "
+        "for the ablation that measures what KDRSDL adds to the masks, the window's per-pixel median "
+        "with E the residual beyond lam ('median'; the solver still runs and its state is kept).",
+        choices=("kdrsdl", "median"),
+    )
     frame_iters: int = knob(4, "Iterations of the per-frame core fit (frame_model 'fit').", "", 1, 1000)
     global_offset: bool = knob(
         True,
@@ -394,6 +401,16 @@ class BackgroundParams:
         1,
     )
     update_margin: int = knob(5, "Side of the dilation of the mask for update_blend.", "pixels", 0, 51)
+    ghost_frames: int = knob(
+        10,
+        "Frames in a row a blob must look like a ghost (its outline is in the background, not in the "
+        "frame: an object the model remembers has left) before the model adopts the frame there as "
+        "its background; until then such a blob enters the window unblended (core.streaming.ghosts). "
+        "0 = no ghost test.",
+        "frames",
+        0,
+        255,
+    )
 
     @property
     def solve_scale(self) -> int:

@@ -130,6 +130,7 @@ class RefitSettings:
     spread: bool = True
     samples: int = 0
     scale: int = 1
+    background: str = "kdrsdl"
 
     @classmethod
     def from_knobs(cls, p: BackgroundParams, lam: float) -> "RefitSettings":
@@ -147,6 +148,7 @@ class RefitSettings:
             spread=pixel,
             samples=p.samples if pixel else 0,
             scale=p.solve_scale,
+            background=p.refit_background,
         )
 
 
@@ -216,6 +218,10 @@ def solve_window(
         M, E = res.M, res.E
         if coarse:
             M, E = lift(X, Xs, res, s.lam, s.e_cut)
+            res = dataclasses.replace(res, M=M, state=dataclasses.replace(res.state, M=M))
+        if s.background == "median":  # the ablation without KDRSDL's split: the window's median
+            M = np.median(X, axis=0).astype(np.float32)
+            E = np.where(np.abs(X - M) > s.lam, X - M, 0).astype(np.float32)
             res = dataclasses.replace(res, M=M, state=dataclasses.replace(res.state, M=M))
         sigma = pixel_spread(X, M, E, s.e_cut) if s.spread else None
         samples = None

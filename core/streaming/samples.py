@@ -308,6 +308,22 @@ class SampleSet:
             bitgen = np.random.PCG64(np.random.SeedSequence((seed, t)))
         return np.random.Generator(bitgen)
 
+    def adopt(self, where: np.ndarray, x: np.ndarray, t: int) -> None:
+        """Start pixels ``where`` (h, w) bool over from frame ``t``'s values ``x`` (h, w) float32:
+        each of their samples takes the value of a random pixel of its 3 x 3 neighbourhood (the pixel
+        included), as ViBe initialises its samples from one frame, so that they hold the
+        neighbourhood's spread. For an uncovered ghost (:mod:`core.streaming.ghosts`)."""
+        if not self.ready:
+            return
+        idx = np.flatnonzero(where)
+        if not idx.size:
+            return
+        k, n_nbr = self.params.k, self._nbr.shape[1]
+        rng = np.random.default_rng((self.params.seed, t, 1))
+        pick = rng.integers(0, n_nbr + 1, (idx.size, k))  # n_nbr: the pixel itself
+        nbr = np.concatenate([self._nbr[idx], idx[:, None]], axis=1)
+        self.samples[idx] = x.ravel()[np.take_along_axis(nbr, pick, axis=1)]
+
     def map_light(self, gain: float, offset: float) -> None:
         """Bring the samples to a new light: ``s -> gain * s + offset`` (:mod:`core.streaming.light`)."""
         self.samples *= np.float32(gain)

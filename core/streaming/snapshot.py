@@ -28,7 +28,7 @@ VERSION = 3
 #: The facade's counters, in the order of the ``counters`` array.
 COUNTERS = ("result_start", "n_frames")
 #: The parts that give and take their own state; their arrays are stored as ``<part>_<name>``.
-PARTS = ("window", "decision", "samples")
+PARTS = ("window", "decision", "samples", "ghosts")
 _STATE_ARRAYS = ("A", "B", "K", "R", "E", "Lam", "Y", "M")
 _STATE_SCALARS = ("mu", "muK", "muK0")
 

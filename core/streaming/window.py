@@ -138,6 +138,13 @@ class WindowSchedule:
         self.frames = [fn(f) for f in self.frames]
 
     # ----------------------------------------------------------------- checkpoints
+    def adopt(self, where: np.ndarray, x: np.ndarray) -> None:
+        """Write ``x`` (m, n) float32 into every frame of the window at the pixels ``where``
+        (m, n) bool: the model takes the frame there as its background (an uncovered ghost,
+        :mod:`core.streaming.ghosts`), and the next refit solves for it."""
+        # new arrays: a window frame may be a frame a caller still holds (FrameResult)
+        self.frames = [np.where(where, x, f) for f in self.frames]
+
     def state(self) -> dict[str, np.ndarray]:
         """The frames and the counters as named arrays: ``frames`` (N, m, n) float32 and
         ``counters`` (5,) int64 in the order of :data:`COUNTERS`."""

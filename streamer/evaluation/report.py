@@ -20,7 +20,7 @@ def _fmt(v, width=9, digits=3):
 
 def format_table(result: dict[str, Any]) -> str:
     """The result as fixed-width text: a row per sequence and method, then CDnet's means."""
-    cols = ("f_measure", "precision", "recall", "pwc", "auc", "fps")
+    cols = ("f_measure", "precision", "recall", "pwc", "auc", "shadow_fg", "fps")
     head = f"{'sequence':28s}{'method':14s}" + "".join(f"{c:>10s}" for c in cols)
     lines = [f"{result['root']}  protocol={result['protocol']}", head]
     for name, s in result["sequences"].items():
@@ -32,16 +32,18 @@ def format_table(result: dict[str, Any]) -> str:
             if e["available"]:
                 digits = {"fps": 0, "pwc": 2}
                 lines.append(f"{'':28s}{m:14s}" + "".join(" " + _fmt(e.get(c), 9, digits.get(c, 3)) for c in cols))
+    lines.append(
+        "shadow_fg: the share of the pixels labelled hard shadow (50) that the mask flags (- where none is labelled)"
+    )
     lines.append("mean per category, then overall (CDnet: mean of the per-sequence metrics, then of the categories)")
+    means = ("f_measure", "precision", "recall", "pwc", "auc")
     for c, per in result["categories"].items():
         for m, v in per.items():
-            lines.append(
-                f"{c:28s}{m:14s}" + "".join(" " + _fmt(v.get(k), 9, 2 if k == "pwc" else 3) for k in cols[:-1])
-            )
+            lines.append(f"{c:28s}{m:14s}" + "".join(" " + _fmt(v.get(k), 9, 2 if k == "pwc" else 3) for k in means))
     for m, v in result["overall"].items():
         if v["n_categories"]:
             lines.append(
-                f"{'overall':28s}{m:14s}" + "".join(" " + _fmt(v.get(k), 9, 2 if k == "pwc" else 3) for k in cols[:-1])
+                f"{'overall':28s}{m:14s}" + "".join(" " + _fmt(v.get(k), 9, 2 if k == "pwc" else 3) for k in means)
             )
     for m, why in result["unavailable"].items():
         lines.append(f"{m}: unavailable: {why}")
@@ -49,17 +51,27 @@ def format_table(result: dict[str, Any]) -> str:
 
 
 def f_measure_matrix(result: dict[str, Any], key: str = "f_measure") -> str:
-    """A Markdown table: a row per sequence, a column per method, then the category and overall means."""
+    """A Markdown table: a row per sequence, a column per method, then the category and overall means.
+
+    With ``key="shadow_fg"`` (the share of CDnet's hard-shadow pixels flagged, lower is better): the
+    sequences that label shadows only, and no means.
+    """
     methods = [m for m in result["methods"] if m not in result["unavailable"]]
     lines = ["| sequence | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+    shadow = key == "shadow_fg"
 
     def row(label, values):
-        best = max((v for v in values if v is not None), default=None)
+        pick = min if shadow else max
+        best = pick((v for v in values if v is not None), default=None)
         cells = ["-" if v is None else (f"**{v:.3f}**" if v == best else f"{v:.3f}") for v in values]
         return f"| {label} | " + " | ".join(cells) + " |"
 
     for name, s in result["sequences"].items():
-        lines.append(row(name, [s["methods"].get(m, {}).get(key) for m in methods]))
+        values = [s["methods"].get(m, {}).get(key) for m in methods]
+        if not shadow or any(v is not None for v in values):
+            lines.append(row(name, values))
+    if shadow:
+        return "\n".join(lines)
     for c, per in result["categories"].items():
         lines.append(row(f"mean of {c}", [per.get(m, {}).get(key) for m in methods]))
     lines.append(row("**overall (CDnet mean)**", [result["overall"][m].get(key) for m in methods]))
@@ -157,6 +169,15 @@ def write_report(directory: str | pathlib.Path, result: dict[str, Any]) -> None:
     lines = [f"# Evaluation: {result['root']}", "", f"Protocol `{result['protocol']}`.", ""]
     if result["protocol"] == "cdnet":
         lines += ["## F-measure", "", f_measure_matrix(result), ""]
+        lines += [
+            "## Cast shadows",
+            "",
+            "The share of the pixels CDnet labels hard shadow (50) that each method's mask flags as foreground "
+            "(CDnet scores them as background; lower is better).",
+            "",
+            f_measure_matrix(result, "shadow_fg"),
+            "",
+        ]
     lines += ["## Every figure", "", "```", format_table(result), "```", ""]
     for name in result["sequences"]:
         stem = name.replace("/", "_")

@@ -195,3 +195,25 @@ def test_a_still_object_fades_in_the_end_on_every_scene():
     # at update_blend 0.95 it stays on every scene.
     fades = [still_object_fade(seed) for seed in range(1, 6)]
     assert all(f is not None for f in fades), fades
+
+
+def test_a_noisy_cast_shadow_is_vetoed_thin_dark_limbs_are_not():
+    # CDnet's shadows on pedestrians: the ratio x / bg at 0.72-0.79, but its 5 x 5 spread 0.048 at
+    # the median (JPEG and sensor noise), so the unsmoothed test (< 0.03) fired on 10% of them.
+    rng = np.random.default_rng(3)
+    bg = np.full((60, 60), 0.6, np.float32)
+    sigma = np.full_like(bg, 0.03)  # the background's own noise, as the window measures it
+    x = bg.copy()
+    x[10:40, 10:40] *= 0.8  # a shadow ...
+    x += 0.03 * rng.standard_normal(bg.shape).astype(np.float32)  # ... and the noise (ratio spread 0.05)
+    x[45:58, 20:22] = 0.3  # a leg: 2 pixels wide, ratio 0.5
+    x[45:58, 30:32] = 0.48  # an arm as dark as the shadow (ratio 0.8), 2 pixels wide
+    raw = PixelDecision(bg.shape, DecisionParams(tolerance=1, blink_gain=0)).raw(x, bg, sigma)
+    unsmoothed = PixelDecision(bg.shape, DecisionParams(tolerance=1, blink_gain=0, shadow_smooth=1, shadow_spread=0.03))
+    # measured share of the shadow's inside flagged: 0.014 with the ratio smoothed over 3 x 3 (the
+    # few pixels whose noisy ratio leaves (0.7, 0.92), specks that the opening removes); 0.86 with
+    # each pixel's own ratio and the old spread 0.03
+    assert raw[14:36, 14:36].mean() < 0.05
+    assert unsmoothed.raw(x, bg, sigma)[14:36, 14:36].mean() > 0.7
+    # the limbs' neighbourhoods straddle their edges, so their ratio is not uniform: foreground
+    assert raw[47:56, 20:22].all() and raw[47:56, 30:32].all()

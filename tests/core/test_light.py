@@ -114,9 +114,10 @@ def test_a_sudden_dim_is_absorbed_at_once_and_reported():
     assert reported and reported[0] in (at, at + 1) and all(t >= at for t in reported)
     assert lights[reported[0]].gain == pytest.approx(0.6, abs=0.03)
     # without the rule the same change floods the mask at once and leaves more false foreground
-    # for the next 40 frames (measured 0.15 throughout, against 0.013 with it)
+    # for the next 40 frames (measured 0.086 at the change against 0.000 just before it, with the
+    # ghost test absorbing the objects' soft ghosts; 0.118 against 0.014 without that test)
     flooded, lights = dim_run(False, at=at)
-    assert flooded[at] > 0.1 and all(c is None for c in lights)
+    assert flooded[at] > flooded[at - 40 : at].max() + 0.05 and all(c is None for c in lights)
     assert flooded[at + 5 : at + 40].mean() > 2 * false_fg[at + 5 : at + 40].mean()
 
 

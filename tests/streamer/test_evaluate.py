@@ -28,11 +28,13 @@ def evaluate(*args, timeout=900, pythonpath=None):
     )
 
 
-def make_sequence(root, seed, frames=120, roi=(41, 120), warmup_gt=True, shape=(60, 80)):
+def make_sequence(root, seed, frames=120, roi=(41, 120), warmup_gt=True, shape=(60, 80), shadow=False):
     """A CDnet-layout sequence from the synthetic scene.
 
     The frames before temporalROI get ground truth that says *everything* is foreground
-    (``warmup_gt``): scoring any of them would show at once in the counts.
+    (``warmup_gt``): scoring any of them would show at once in the counts. With ``shadow``, the
+    4 x 10 pixels of rows 14-17 of every annotated frame are labelled hard shadow (50), a stretch of
+    plain background where no object passes.
     """
     (root / "input").mkdir(parents=True)
     (root / "groundtruth").mkdir()
@@ -41,6 +43,8 @@ def make_sequence(root, seed, frames=120, roi=(41, 120), warmup_gt=True, shape=(
         cv2.imwrite(str(root / "input" / f"in{t + 1:06d}.jpg"), scene.frame_uint8(t), [cv2.IMWRITE_JPEG_QUALITY, 95])
         if t + 1 >= roi[0]:
             gt = np.where(scene.fgmask(t), 255, 0).astype(np.uint8)
+            if shadow:
+                gt[14:18, :10] = 50
         elif warmup_gt:
             gt = np.full(shape, 255, np.uint8)
         else:
@@ -54,7 +58,7 @@ def make_sequence(root, seed, frames=120, roi=(41, 120), warmup_gt=True, shape=(
 def tree(tmp_path_factory):
     """Two categories: baseline/{a,b} and jitter/c; b lacks ground truth for frames 61-70."""
     root = tmp_path_factory.mktemp("cdnet_tree")
-    make_sequence(root / "baseline" / "a", seed=5)
+    make_sequence(root / "baseline" / "a", seed=5, shadow=True)
     b = make_sequence(root / "baseline" / "b", seed=6, warmup_gt=False)
     for i in range(61, 71):
         (b / "groundtruth" / f"gt{i:06d}.png").unlink()
@@ -137,6 +141,14 @@ def test_category_and_overall_means_follow_cdnet(tree_result):
     # the continuous score gives an AUC; a mask-only method does not
     assert 0.5 < seqs["baseline/a"]["methods"]["kdrsdl-stream"]["auc"] <= 1
     assert seqs["baseline/a"]["methods"]["mog2"]["auc"] is None
+    # the share of hard-shadow pixels flagged: 40 labelled pixels in each of the 80 scored frames
+    # of baseline/a (none in the scene's objects' path); no figure where nothing is labelled 50
+    # (measured: 0 for all three)
+    for method in ("mog2", "knn+post", "kdrsdl-stream"):
+        a = seqs["baseline/a"]["methods"][method]
+        assert a["shadow_pixels"] == 40 * 80 and 0 <= a["shadow_fg"] < 0.02, (method, a["shadow_fg"])
+        b = seqs["baseline/b"]["methods"][method]
+        assert b["shadow_pixels"] == 0 and b["shadow_fg"] is None
 
 
 def test_cli_tree_with_report_json_and_an_unavailable_peer(tree, tmp_path):
@@ -162,6 +174,10 @@ def test_cli_tree_with_report_json_and_an_unavailable_peer(tree, tmp_path):
     assert "subsense: unavailable" in proc.stdout and "overall" in proc.stdout
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "| baseline/a |" in md and "**overall (CDnet mean)**" in md
+    # the cast-shadow table lists the sequences that label shadows only
+    shadows = md.split("## Cast shadows")[1].split("##")[0]
+    assert "| baseline/a |" in shadows and "baseline/b" not in shadows
+    assert "shadow_fg" in proc.stdout
     for stem in ("baseline_a", "baseline_b", "jitter_c"):
         sheet = cv2.imread(str(tmp_path / "rep" / f"{stem}_contact_sheet.png"))
         assert (
@@ -288,15 +304,20 @@ SUBSENSE_MEAN = 0.842
 
 
 @pytest.fixture(scope="module")
-def cdnet():
-    """Ours and the OpenCV peers on every sequence in ../shared/data/cdnet2014, F per sequence.
+def cdnet_result():
+    """Ours and the OpenCV peers on every sequence in ../shared/data/cdnet2014: the whole result.
 
     About 6 minutes on a quiet 2-core machine for the six sequences; 18 minutes were measured
     for the five with two other CPU-bound jobs beside them, hence the tests' timeout.
     """
     need(CDNET)
-    res = run_evaluate(CDNET, "cdnet", ["kdrsdl-stream", *PEERS])
-    return {name: {m: e["f_measure"] for m, e in s["methods"].items()} for name, s in res["sequences"].items()}
+    return run_evaluate(CDNET, "cdnet", ["kdrsdl-stream", *PEERS])
+
+
+@pytest.fixture(scope="module")
+def cdnet(cdnet_result):
+    """F per sequence and method, from :func:`cdnet_result`."""
+    return {name: {m: e["f_measure"] for m, e in s["methods"].items()} for name, s in cdnet_result["sequences"].items()}
 
 
 @pytest.fixture(scope="module")
@@ -357,3 +378,30 @@ def test_streaming_model_holds_on_the_six_and_on_moving_backgrounds(cdnet):
     assert np.mean(list(ours.values())) >= 0.86  # SuBSENSE: 0.843
     dynamic = [f for name, f in ours.items() if name.startswith("dynamicBackground/")]
     assert len(dynamic) == 2 and np.mean(dynamic) >= SUBSENSE_DYNAMIC
+
+
+PEDESTRIANS = "baseline/pedestrians"
+
+
+@pytest.mark.timeout(2400)
+@pytest.mark.shared_data
+def test_cast_shadows_are_left_out_on_pedestrians(cdnet_result):
+    """Issue 44: at most half of pedestrians' hard-shadow pixels (label 50) flagged; every method has the figure.
+
+    Measured: ours 0.24 (v3: 1.00), MOG2+post, KNN+post and GSOC 0.98-1.00 (they have no shadow
+    test at these settings); SuBSENSE 0.95 in the README's run. Highway's labelled shadows are the
+    umbrae under the cars, at 0.1-0.3 of the background: no gray-level rule tells them from a dark
+    car, and every method flags them (1.00).
+    """
+    seqs = cdnet_result["sequences"]
+    if PEDESTRIANS not in seqs:
+        pytest.skip(f"{PEDESTRIANS} is not in {CDNET}")
+    ped = seqs[PEDESTRIANS]["methods"]
+    assert ped["kdrsdl-stream"]["shadow_fg"] <= 0.5
+    for peer in PEERS:
+        assert ped[peer]["shadow_pixels"] == ped["kdrsdl-stream"]["shadow_pixels"] > 0
+        assert ped[peer]["shadow_fg"] > ped["kdrsdl-stream"]["shadow_fg"] + 0.4, peer
+    # a sequence whose ground truth labels no shadow (canoe's is 0/255) has no figure
+    for name, s in seqs.items():
+        e = s["methods"]["kdrsdl-stream"]
+        assert (e["shadow_fg"] is None) == (e["shadow_pixels"] == 0), name

@@ -1,0 +1,183 @@
+"""Ghosts: the background the model never saw, uncovered, told from an object that stopped.
+
+A ghost is a blob of the mask where the model's background holds an object that has left: a
+person who stood in view when the model started and then walked away, a car parked before the
+camera came up. The frame there shows the background (a wall, a road); the model's memory shows
+the object. An object that stopped is the opposite: the frame shows the object, the memory the
+background. Both are still, both leave the band; the conditional update
+(docs/algorithm.md, "The streaming model") keeps both in the mask for hundreds of frames, which is
+right for the object and wrong for the ghost.
+
+What tells them apart is where the object's outline is (the field's cue: Cucchiara et al., IEEE
+PAMI 2003, and the "ghost" test of many subtractors since). A blob's contour is the outline of
+whatever made it: for an object, the frame has edges along it that the background lacks; for a
+ghost, the background has the old object's edges along it and the frame does not. Per blob of the
+post-processed mask, over a band of pixels along its contour (:func:`contour_evidence`)::
+
+    frame_only = mean over the band of max(|grad x| - |grad bg|, 0)
+    bg_only    = mean over the band of max(|grad bg| - |grad x|, 0)
+    ghost      = bg_only > ghost_ratio * frame_only  and  bg_only > ghost_edge
+
+A pixel that lies in a ghost blob for ``ghost_frames`` frames in a row is absorbed: the model
+adopts its value as the background there (:meth:`GhostTracker.update`, and the facade's
+:meth:`core.streaming.background.KDRSDLBackgroundSubtractor` then writes it into the window and
+the background samples). An object whose blob has its outline in the frame is never absorbed by
+this rule, however long it stays.
+
+``|grad|`` is the L1 norm of the 3 x 3 Sobel gradient (intensity in [0, 1] per pixel: a step of
+0.1 gives 0.4). The tracker's count is per pixel so that a blob that moves or splits restarts it.
+"""
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from core.streaming.postprocess import square
+
+
+@dataclass(frozen=True)
+class GhostParams:
+    """Knobs of :class:`GhostTracker` (model knobs ``ghost_frames``, ``ghost_ratio``, ``ghost_edge``).
+
+    Attributes
+    ----------
+    frames : int
+        Frames in a row a pixel must lie in a ghost blob before it is absorbed; 0 = never.
+    ratio : float
+        A blob is a ghost when its contour's background-only edges exceed ``ratio`` times its
+        frame-only edges.
+    edge : float
+        Smallest mean background-only edge strength along the contour (Sobel L1, intensity per
+        pixel) for a ghost: blobs whose outline is weak in both (water, noise) are left alone.
+    """
+
+    frames: int = 10
+    ratio: float = 2.0
+    edge: float = 0.15
+
+
+def gradient(a: np.ndarray) -> np.ndarray:
+    """L1 norm of the 3 x 3 Sobel gradient of ``a`` (h, w) float32: float32 (h, w)."""
+    gx = cv2.Sobel(a, cv2.CV_32F, 1, 0, ksize=3)
+    gy = cv2.Sobel(a, cv2.CV_32F, 0, 1, ksize=3)
+    return cv2.add(cv2.absdiff(gx, 0), cv2.absdiff(gy, 0))  # type: ignore[call-overload]
+
+
+def contour_evidence(x: np.ndarray, bg: np.ndarray, labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each blob's edges along its contour that only the frame has, and that only the background has.
+
+    Parameters
+    ----------
+    x, bg : ndarray, shape (h, w), float32
+        The frame and its background, intensity in [0, 1].
+    labels : ndarray, shape (h, w), int32
+        Connected components of the mask (0 = background, 1..n-1 the blobs), as
+        ``cv2.connectedComponents`` gives them.
+    n : int
+        Number of labels, the background's included.
+
+    Returns
+    -------
+    frame_only, bg_only : ndarray, shape (n,), float64
+        Mean over each blob's contour band (the pixels within one pixel of its outline, on both
+        sides) of ``max(|grad x| - |grad bg|, 0)`` and ``max(|grad bg| - |grad x|, 0)``; 0 for
+        label 0.
+    """
+    k = square(3)
+    blobs = (labels > 0).astype(np.uint8)
+    band = cv2.dilate(blobs, k) != cv2.erode(blobs, k)
+    # the band's outer pixels are labelled 0: they take their neighbouring blob's label
+    near = cv2.dilate(labels.astype(np.float32), k)[band].astype(np.intp)
+    diff = gradient(x)[band] - gradient(bg)[band]
+    count = np.maximum(np.bincount(near, minlength=n), 1)
+    frame_only = np.bincount(near, np.maximum(diff, 0), minlength=n) / count
+    bg_only = np.bincount(near, np.maximum(-diff, 0), minlength=n) / count
+    frame_only[0] = bg_only[0] = 0
+    return frame_only, bg_only
+
+
+class GhostTracker:
+    """Per-pixel count of the frames a pixel has lain in a ghost blob; says which to absorb.
+
+    Parameters
+    ----------
+    shape : (int, int)
+        Frame shape (h, w), pixels (the processing resolution).
+    params : GhostParams
+
+    Attributes
+    ----------
+    count : ndarray, shape (h, w), uint8
+        Frames in a row each pixel lay in a ghost blob (saturates at 255).
+    """
+
+    #: Arrays a checkpoint stores: attribute name -> dtype.
+    STATE = {"count": np.uint8}
+
+    def __init__(self, shape: tuple[int, int], params: GhostParams) -> None:
+        self.shape = shape
+        self.params = params
+        self.count = np.zeros(shape, np.uint8)
+
+    @property
+    def clear(self) -> np.ndarray:
+        """Pixels not in a blob judged a ghost at the last frame, bool (h, w): the conditional update
+        may keep them out of the window; a suspected ghost enters it as the frame shows it."""
+        return np.asarray(self.count == 0)
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The per-pixel state as named arrays (:data:`STATE`); not copied."""
+        return {"count": self.count}
+
+    def load(self, state: dict[str, np.ndarray]) -> None:
+        """Take back what :meth:`state` gave.
+
+        Raises
+        ------
+        ValueError
+            If the count is missing or of another shape.
+        """
+        count = np.asarray(state["count"])
+        if count.shape != self.shape:
+            raise ValueError(f"ghost count of shape {count.shape} does not fit frames of {self.shape}")
+        self.count = count.astype(np.uint8)
+
+    def update(self, x: np.ndarray, bg: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
+        """Judge a frame's blobs and return the pixels to absorb now.
+
+        Parameters
+        ----------
+        x, bg : ndarray, shape (h, w), float32
+            The frame and its background, intensity in [0, 1].
+        mask : ndarray, shape (h, w), bool
+            The frame's post-processed mask.
+
+        Returns
+        -------
+        ndarray, shape (h, w), bool, or None
+            The pixels that have lain in a ghost blob for ``frames`` frames in a row (their count
+            then starts over); None when there are none.
+        """
+        p = self.params
+        if p.frames <= 0:
+            return None
+        if not mask.any():
+            if self.count.any():
+                self.count[:] = 0
+            return None
+        n, labels = cv2.connectedComponents(mask.view(np.uint8), connectivity=8, ltype=cv2.CV_32S)
+        frame_only, bg_only = contour_evidence(x, bg, labels, n)
+        ghost = (bg_only > p.ratio * frame_only) & (bg_only > p.edge)
+        if not ghost.any():
+            if self.count.any():
+                self.count[:] = 0
+            return None
+        inside = ghost[labels]
+        # +1 inside a ghost blob (saturating), 0 elsewhere
+        self.count = np.where(inside, cv2.add(self.count, 1), 0).astype(np.uint8)  # type: ignore[call-overload]
+        absorb = self.count >= p.frames
+        if not absorb.any():
+            return None
+        self.count[absorb] = 0
+        return absorb

@@ -1,0 +1,120 @@
+"""Ghosts (issue 44): an uncovered background is absorbed, an object that stopped is not."""
+
+import numpy as np
+import pytest
+from test_decision import still_object_recall
+
+from core.streaming.background import KDRSDLBackgroundSubtractor
+from core.streaming.ghosts import GhostParams, GhostTracker, contour_evidence, gradient
+
+
+def textured(shape, seed):
+    """A still, textured background in [0.3, 0.7] (float32), as a wall or a road."""
+    rng = np.random.default_rng(seed)
+    return (0.3 + 0.4 * rng.random(shape)).astype(np.float32)
+
+
+def square_scene(inside_frame: bool):
+    """A flat square (0.9) on a textured background, in the frame (an object) or in the background (a ghost)."""
+    bg = textured((40, 40), 1)
+    with_square = bg.copy()
+    with_square[10:30, 10:30] = 0.9
+    labels = np.zeros((40, 40), np.int32)
+    labels[10:30, 10:30] = 1
+    x, b = (with_square, bg) if inside_frame else (bg, with_square)
+    return x, b, labels
+
+
+def test_gradient_is_the_l1_sobel_norm():
+    step = np.zeros((9, 9), np.float32)
+    step[:, 5:] = 0.1
+    g = gradient(step)
+    # Sobel's [1, 2, 1] x [-1, 0, 1]: a step of 0.1 gives 0.4 on the two columns beside it
+    np.testing.assert_allclose(g[4, 4:6], 0.4, rtol=1e-6)
+    assert g[4, :3].max() == 0 and g[4, 7:].max() == 0
+
+
+def test_an_objects_outline_is_in_the_frame_a_ghosts_in_the_background():
+    x, b, labels = square_scene(inside_frame=True)
+    frame_only, bg_only = contour_evidence(x, b, labels, 2)
+    assert frame_only[0] == bg_only[0] == 0
+    # the square's edge (0.9 against 0.3-0.7) is in the frame only; the texture is in both
+    assert frame_only[1] > 0.5 and frame_only[1] > 4 * bg_only[1]
+    x, b, labels = square_scene(inside_frame=False)
+    frame_only, bg_only = contour_evidence(x, b, labels, 2)
+    assert bg_only[1] > 0.5 and bg_only[1] > 4 * frame_only[1]
+
+
+def test_the_tracker_absorbs_a_ghost_after_its_frames_and_never_an_object():
+    tracker = GhostTracker((40, 40), GhostParams(frames=5))
+    x, b, labels = square_scene(inside_frame=False)
+    mask = labels > 0
+    got = [tracker.update(x, b, mask) for _ in range(4)]
+    assert all(a is None for a in got) and not tracker.clear[15, 15]  # suspected: enters the window as it is
+    got.append(tracker.update(x, b, mask))
+    assert got[4] is not None and np.array_equal(got[4], mask)  # the whole blob, at the fifth frame
+    assert tracker.count.max() == 0  # and it starts over
+    # a blob that is no ghost at one frame restarts the count
+    tracker.update(x, b, mask)
+    obj_x, obj_b, _ = square_scene(inside_frame=True)
+    assert tracker.update(obj_x, obj_b, mask) is None and tracker.count.max() == 0
+    assert all(tracker.update(obj_x, obj_b, mask) is None for _ in range(50))
+    # 0 frames: no ghost test at all
+    assert GhostTracker((40, 40), GhostParams(frames=0)).update(x, b, mask) is None
+
+
+def started_with_an_object(ghost_frames, leaves=300, frames=420, seed=2):
+    """An object in view from the first frame leaves at ``leaves``: the share of its old place that is
+    foreground at each frame after that."""
+    bg = textured((48, 64), seed)
+    rng = np.random.default_rng(seed)
+    sub = KDRSDLBackgroundSubtractor(ghost_frames=ghost_frames)
+    out = []
+    for t in range(frames):
+        x = bg + 0.01 * rng.standard_normal(bg.shape).astype(np.float32)
+        if t < leaves:
+            x[10:30, 20:40] = 0.9 + 0.02 * rng.standard_normal((20, 20)).astype(np.float32)
+        mask = sub.apply(np.clip(x, 0, 1))
+        if t >= leaves:
+            out.append(float((mask[10:30, 20:40] > 0).mean()))
+    return np.array(out)
+
+
+def test_a_start_up_ghost_dissolves_at_once():
+    # The object is in every window entry when the model starts: its first background holds it.
+    # When it leaves, its place is a ghost. Measured: gone at the 10th frame after it left with the
+    # ghost test (ghost_frames), and 0 from then on; without it, whole (1.0) 120 frames later (the
+    # conditional update keeps the ghost out of the window). 20 frames leave room for the blob
+    # to take a few frames to settle on another scene.
+    with_test = started_with_an_object(10)
+    without = started_with_an_object(0)
+    assert with_test[20:].max() == 0, with_test.round(2)
+    assert without[20:120].min() > 0.9, without.round(2)
+
+
+def test_an_object_that_stops_is_not_taken_for_a_ghost():
+    # the fade test's object (walks in at frame 100, stands still): its outline is in the frame
+    assert still_object_recall(0.7, frames=400) > 0.9
+    assert still_object_recall(0.7, frames=400, ghost_frames=0) > 0.9
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_absorbing_a_ghost_changes_only_its_pixels_and_survives_a_checkpoint(seed):
+    bg = textured((48, 64), seed)
+    rng = np.random.default_rng(seed)
+    a, b = KDRSDLBackgroundSubtractor(), KDRSDLBackgroundSubtractor()
+    for t in range(340):
+        x = bg + 0.01 * rng.standard_normal(bg.shape).astype(np.float32)
+        if t < 300:
+            x[10:30, 20:40] = 0.9
+        x = np.clip(x, 0, 1)
+        ma = a.apply(x)
+        if t == 305:  # mid-ghost: the tracker's count travels with the checkpoint
+            assert a._ghosts is not None and a._ghosts.count.any()
+            assert b.restore(a.checkpoint())
+        elif t > 305:
+            assert np.array_equal(b.apply(x), ma)
+    assert not ma.any()
+    # the window and the samples took the frame at the ghost's pixels, and kept the rest
+    frames = a._window.frames
+    np.testing.assert_allclose(frames[-1][10:30, 20:40], bg[10:30, 20:40], atol=0.05)
