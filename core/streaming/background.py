@@ -459,7 +459,7 @@ class KDRSDLBackgroundSubtractor:
         ``ghost_frames`` frames (:mod:`core.streaming.ghosts`): the window's frames and the
         background samples take its values there, and those pixels leave ``mask`` (in place)."""
         assert self._ghosts is not None
-        absorb = self._ghosts.update(x, bg, mask)
+        absorb = self._ghosts.update(x, bg, mask, self.n_frames)
         if absorb is None:
             return
         mask &= ~absorb
@@ -483,14 +483,21 @@ class KDRSDLBackgroundSubtractor:
         if self._samples is not None:
             assert self._decider is not None
             self._samples.update(x, ~under, self._decider.dynamic, self.n_frames)
-        learnt = x
-        if self._window.enters_next() and self._state is not None and p.update_blend > 0 and mask.any():
-            if self._ghosts is not None:  # a blob that looks like a ghost is not kept out of the window
-                under = under & self._ghosts.clear
-            w = np.float32(p.update_blend)
-            learnt = np.where(under, w * bg + (1 - w) * x, x).astype(np.float32)
+        learnt, fg = x, None
+        if self._window.enters_next() and mask.any():
+            if len(self._window.frames) < p.warmup_entries and (
+                self._state is None or self._window.growing(self._state.n_slices)
+            ):
+                # warm-up: no background yet to blend towards; the refits leave these pixels out
+                # of the spread and the samples instead (warmup_entries)
+                fg = under.copy()
+            elif self._state is not None and p.update_blend > 0:
+                if self._ghosts is not None:  # a blob that looks like a ghost is not kept out of the window
+                    under = under & self._ghosts.clear
+                w = np.float32(p.update_blend)
+                learnt = np.where(under, w * bg + (1 - w) * x, x).astype(np.float32)
         self._sync_refit = None
-        entered = self._window.push(learnt)
+        entered = self._window.push(learnt, fg)
         if entered and self._state is None:
             self._early_background()
         self._maybe_refit(entered)
@@ -517,7 +524,8 @@ class KDRSDLBackgroundSubtractor:
         w.started_refit()
         self._pending_light = None
         assert self._lam is not None  # set by the first frame, before any refit
-        report = self._refitter.submit(w.stack(), init, w.start, RefitSettings.from_knobs(self.params, self._lam))
+        settings = RefitSettings.from_knobs(self.params, self._lam)
+        report = self._refitter.submit(w.stack(), init, w.start, settings, w.stack_masks())
         if report is not None:
             self._install(report)
             self._sync_refit = report

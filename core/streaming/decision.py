@@ -40,7 +40,7 @@ MAD_TO_SIGMA = 1.4826
 MEAN_ABS_TO_SIGMA = 1.2533
 
 
-def pixel_spread(X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float) -> np.ndarray:
+def pixel_spread(X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float, fg: np.ndarray | None = None) -> np.ndarray:
     """The background's per-pixel spread over a solved window.
 
     Parameters
@@ -53,6 +53,8 @@ def pixel_spread(X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float) -> n
         KDRSDL's sparse part of the window: samples with ``|E| > e_cut`` are left out.
     e_cut : float
         Intensity above which a sample of ``E`` counts as foreground.
+    fg : ndarray, shape (N, m, n), bool, optional
+        Samples the model itself called foreground when they entered: left out too.
 
     Returns
     -------
@@ -62,6 +64,8 @@ def pixel_spread(X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float) -> n
     """
     dev = np.abs(X - M[None], dtype=np.float32)
     keep = np.abs(E) <= e_cut
+    if fg is not None:
+        keep &= ~fg
     n = keep.sum(axis=0)
     total = np.where(keep, dev, 0).sum(axis=0, dtype=np.float32)
     return (MEAN_ABS_TO_SIGMA * total / np.maximum(n, 1)).astype(np.float32)

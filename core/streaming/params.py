@@ -401,6 +401,16 @@ class BackgroundParams:
         1,
     )
     update_margin: int = knob(5, "Side of the dilation of the mask for update_blend.", "pixels", 0, 51)
+    warmup_entries: int = knob(
+        16,
+        "The window's first entries (one every window_stride frames) enter as the frame shows them "
+        "(no update_blend), the pixels the model called foreground left out of the spread and the "
+        "samples' seeding instead: a background that the first seconds' objects hide is learnt when "
+        "they leave, not kept as a ghost. An object that stops within them is learnt too. 0 = none.",
+        "entries",
+        0,
+        1000,
+    )
     ghost_frames: int = knob(
         10,
         "Frames in a row a blob must look like a ghost (its outline is in the background, not in the "

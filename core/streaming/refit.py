@@ -158,6 +158,7 @@ def solve_window(
     start: int,
     s: RefitSettings,
     cancel: threading.Event | None = None,
+    fg: np.ndarray | None = None,
 ) -> RefitReport | None:
     """One refit of window ``X`` (N, m, n) float32; never raises, but returns None when cancelled.
 
@@ -175,6 +176,10 @@ def solve_window(
         factor and lifts M and E back to ``X``'s resolution (:func:`core.streaming.coarse.lift`).
     cancel : threading.Event, optional
         Set it to abandon the refit (checked between the solver's iterations).
+    fg : ndarray, shape (N, m, n), bool, optional
+        Window samples the model called foreground that entered as they were (the warm-up's,
+        :attr:`core.streaming.window.WindowSchedule.masks`): left out of the spread and replaced by
+        ``M`` in the samples' seeding, as the samples ``E`` flags are.
 
     Returns
     -------
@@ -223,10 +228,10 @@ def solve_window(
             M = np.median(X, axis=0).astype(np.float32)
             E = np.where(np.abs(X - M) > s.lam, X - M, 0).astype(np.float32)
             res = dataclasses.replace(res, M=M, state=dataclasses.replace(res.state, M=M))
-        sigma = pixel_spread(X, M, E, s.e_cut) if s.spread else None
+        sigma = pixel_spread(X, M, E, s.e_cut, fg) if s.spread else None
         samples = None
         if init is None and s.samples and s.spread:
-            samples = window_samples(X, M, E, s.e_cut, s.samples)
+            samples = window_samples(X, M, E, s.e_cut, s.samples, fg)
         seconds, cpu = time.perf_counter() - t0, time.thread_time() - c0
         return RefitReport(
             start, seconds, cpu, res, sigma, init is not None, rank=numerical_rank(res.A), samples=samples
@@ -248,9 +253,16 @@ class _Job:
         self.done = threading.Event()
         self.report: RefitReport | None = None
 
-    def run(self, X: np.ndarray, init: KDRSDLState | None, start: int, settings: RefitSettings) -> None:
+    def run(
+        self,
+        X: np.ndarray,
+        init: KDRSDLState | None,
+        start: int,
+        settings: RefitSettings,
+        fg: np.ndarray | None = None,
+    ) -> None:
         try:
-            self.report = solve_window(X, init, start, settings, cancel=self.cancel)
+            self.report = solve_window(X, init, start, settings, cancel=self.cancel, fg=fg)
         finally:
             self.done.set()
 
@@ -286,16 +298,22 @@ class Refitter:
         return None if self._job is None else self._job.kind
 
     def submit(
-        self, X: np.ndarray, init: KDRSDLState | None, start: int, settings: RefitSettings
+        self,
+        X: np.ndarray,
+        init: KDRSDLState | None,
+        start: int,
+        settings: RefitSettings,
+        fg: np.ndarray | None = None,
     ) -> RefitReport | None:
-        """Start a refit; inline, its report is returned at once, else None (see :meth:`collect`)."""
+        """Start a refit (:func:`solve_window`'s arguments); inline, its report is returned at once,
+        else None (see :meth:`collect`)."""
         if not self.threaded:
-            return solve_window(X, init, start, settings)
+            return solve_window(X, init, start, settings, fg=fg)
         if self._queue is None:
             self._queue = queue.SimpleQueue()
             threading.Thread(target=self._serve, args=(self._queue,), name="kdrsdl-refit", daemon=True).start()
         self._job = self._last = _Job("cold" if init is None else "warm")
-        self._queue.put((self._job, (X, init, start, settings)))
+        self._queue.put((self._job, (X, init, start, settings, fg)))
         return None
 
     @staticmethod

@@ -76,7 +76,9 @@ class SampleParams:
     seed: int = 0
 
 
-def window_samples(X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float, k: int) -> np.ndarray:
+def window_samples(
+    X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float, k: int, fg: np.ndarray | None = None
+) -> np.ndarray:
     """Background samples from a solved window: its frames, but ``M`` where KDRSDL saw an object.
 
     A window sample is an object's when ``|E| > e_cut`` there and in the window entry before or
@@ -97,6 +99,9 @@ def window_samples(X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float, k:
         Intensity above which a sample of ``E`` is flagged.
     k : int
         Samples per pixel.
+    fg : ndarray, shape (N, m, n), bool, optional
+        Window samples the model itself called foreground when they entered (the warm-up's
+        learning): ``M`` in their place too.
 
     Returns
     -------
@@ -111,6 +116,8 @@ def window_samples(X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float, k:
     run = np.zeros_like(flagged)
     run[1:] |= flagged[1:] & flagged[:-1]
     run[:-1] |= flagged[:-1] & flagged[1:]
+    if fg is not None:
+        run |= fg
     for s in range(k):
         j = N - k + s if N >= k else s % N
         out[:, s] = np.where(run[j], M, X[j]).ravel()

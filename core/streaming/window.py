@@ -38,6 +38,10 @@ class WindowSchedule:
         Refits in a row at which the background held still (:meth:`settled`).
     frames : list of ndarray, each shape (m, n), float32
         The window, oldest first.
+    masks : list of (ndarray, shape (m, n), bool, or None)
+        For each frame, the pixels that entered it as the frame showed them although the model
+        called them foreground (the warm-up's learning, ``warmup_entries``); None = none. The refits
+        leave them out of the spread and of the samples' seeding.
     start : int
         Count of the frames that have left: the stream index, in entries, of ``frames[0]``.
     since_entry : int
@@ -54,6 +58,7 @@ class WindowSchedule:
     still_interval: int
     still_refits: int = 0
     frames: list = field(default_factory=list)
+    masks: list = field(default_factory=list)
     start: int = 0
     since_entry: int = 0
     since_refit: int = 0
@@ -67,13 +72,15 @@ class WindowSchedule:
         """Whether the next frame enters the window (bool)."""
         return not self.frames or self.since_entry + 1 >= self.stride
 
-    def push(self, frame: np.ndarray) -> bool:
+    def push(self, frame: np.ndarray, fg: np.ndarray | None = None) -> bool:
         """Count one frame and let it enter when its turn comes.
 
         Parameters
         ----------
         frame : ndarray, shape (m, n), float32
             Kept by reference (not copied) when it enters.
+        fg : ndarray, shape (m, n), bool, optional
+            Its pixels that the model called foreground and that enter as they are (``masks``).
 
         Returns
         -------
@@ -85,10 +92,12 @@ class WindowSchedule:
         self.since_refit += 1
         if enters:
             self.frames.append(frame)
+            self.masks.append(fg)
             self.since_entry = 0
             self.new_since_refit += 1
             if len(self.frames) > self.size:
                 self.frames.pop(0)
+                self.masks.pop(0)
                 self.start += 1
         return enters
 
@@ -133,6 +142,13 @@ class WindowSchedule:
         """The window as one array, shape (N, m, n), float32, oldest first."""
         return np.stack(self.frames)
 
+    def stack_masks(self) -> np.ndarray | None:
+        """The frames' ``masks`` as (N, m, n) bool, or None when no frame has one."""
+        if all(m is None for m in self.masks):
+            return None
+        shape = self.frames[0].shape
+        return np.stack([np.zeros(shape, bool) if m is None else m for m in self.masks])
+
     def map(self, fn: Callable[[np.ndarray], np.ndarray]) -> None:
         """Replace every frame of the window by ``fn(frame)`` (a new array; e.g. a change of light)."""
         self.frames = [fn(f) for f in self.frames]
@@ -144,12 +160,16 @@ class WindowSchedule:
         :mod:`core.streaming.ghosts`), and the next refit solves for it."""
         # new arrays: a window frame may be a frame a caller still holds (FrameResult)
         self.frames = [np.where(where, x, f) for f in self.frames]
+        self.masks = [None if m is None else m & ~where for m in self.masks]
 
     def state(self) -> dict[str, np.ndarray]:
-        """The frames and the counters as named arrays: ``frames`` (N, m, n) float32 and
-        ``counters`` (5,) int64 in the order of :data:`COUNTERS`."""
+        """The frames, their masks and the counters as named arrays: ``frames`` (N, m, n) float32,
+        ``masks`` (N, m, n) bool (all False where a frame has none) and ``counters`` (5,) int64 in
+        the order of :data:`COUNTERS`."""
+        masks = self.stack_masks()
         return {
             "frames": self.stack(),
+            "masks": np.zeros((len(self.frames),) + self.frames[0].shape, bool) if masks is None else masks,
             "counters": np.array([getattr(self, name) for name in self.COUNTERS], np.int64),
         }
 
@@ -178,6 +198,10 @@ class WindowSchedule:
             counters.append(0)
         if len(counters) != len(self.COUNTERS) or min(counters) < 0:
             raise ValueError("window counters out of range")
+        masks = np.asarray(state["masks"], bool) if "masks" in state else np.zeros(frames.shape, bool)
+        if masks.shape != frames.shape:
+            raise ValueError(f"window masks of shape {masks.shape} do not fit its frames {frames.shape}")
         self.frames = list(frames.copy())
+        self.masks = [m.copy() if m.any() else None for m in masks]
         for name, v in zip(self.COUNTERS, counters, strict=True):
             setattr(self, name, v)

@@ -250,7 +250,12 @@ def test_a_checkpoint_made_before_the_first_solution_keeps_the_early_background(
         assert (mask[10:30, 20:40] > 0).mean() > 0.9 and not mask[35:, :].any()
     # The early background is the entries' median: an object in one entry of three leaves no
     # ghost (their mean would be 0.13 off there, over min_threshold's 0.10).
-    three = dict(ckpt, window_frames=np.stack([bg, x, bg]), window_counters=np.array([0, 0, 3, 3, 0]))
+    three = dict(
+        ckpt,
+        window_frames=np.stack([bg, x, bg]),
+        window_masks=np.zeros((3, 48, 64), bool),
+        window_counters=np.array([0, 0, 3, 3, 0]),
+    )
     again = KDRSDLBackgroundSubtractor(window=8, window_stride=4)
     assert again.restore(three) is False
     assert not again.apply(bg).any()

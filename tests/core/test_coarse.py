@@ -152,7 +152,10 @@ def test_with_coarse_refits_a_still_object_still_fades_in_the_end():
     # is why coarse refits are off by default: at those knobs the object stayed for good on one
     # scene of five (still_object_fade, seed 4), and at today's rank 12 and 13 iterations on two
     # (seeds 1 and 5; docs/results.md, "Cameras per core", thirteenth step).
-    knobs = dict(refit_scale=2, rank=20, refit_max_iter=15)
+    # Pinned without the warm-up's learning (warmup_entries 0, the behaviour it was measured with):
+    # with the default 16 entries this scene's coarse solve keeps the object for good (recall 1.0
+    # at frame 850), the fixed point that docs/algorithm.md, "Coarse refits", describes.
+    knobs = dict(refit_scale=2, rank=20, refit_max_iter=15, warmup_entries=0)
     assert still_object_recall(0.7, frames=400, **knobs) > 0.9
     assert still_object_recall(0.7, frames=850, **knobs) < 0.1
 

@@ -46,7 +46,7 @@ def test_an_objects_outline_is_in_the_frame_a_ghosts_in_the_background():
 
 
 def test_the_tracker_absorbs_a_ghost_after_its_frames_and_never_an_object():
-    tracker = GhostTracker((40, 40), GhostParams(frames=5))
+    tracker = GhostTracker((40, 40), GhostParams(frames=5, period=1))
     x, b, labels = square_scene(inside_frame=False)
     mask = labels > 0
     got = [tracker.update(x, b, mask) for _ in range(4)]
@@ -61,6 +61,10 @@ def test_the_tracker_absorbs_a_ghost_after_its_frames_and_never_an_object():
     assert all(tracker.update(obj_x, obj_b, mask) is None for _ in range(50))
     # 0 frames: no ghost test at all
     assert GhostTracker((40, 40), GhostParams(frames=0)).update(x, b, mask) is None
+    # judged every 4th frame, a judgement counting for 4 frames: absorbed at the third judgement (12 >= 10)
+    every4 = GhostTracker((40, 40), GhostParams(frames=10, period=4))
+    got = [every4.update(x, b, mask, t) for t in range(12)]
+    assert [t for t, a in enumerate(got) if a is not None] == [8] and not every4.count.any()
 
 
 def started_with_an_object(ghost_frames, leaves=300, frames=420, seed=2):
@@ -82,8 +86,9 @@ def started_with_an_object(ghost_frames, leaves=300, frames=420, seed=2):
 
 def test_a_start_up_ghost_dissolves_at_once():
     # The object is in every window entry when the model starts: its first background holds it.
-    # When it leaves, its place is a ghost. Measured: gone at the 10th frame after it left with the
-    # ghost test (ghost_frames), and 0 from then on; without it, whole (1.0) 120 frames later (the
+    # When it leaves, its place is a ghost. Measured: gone at the 8th frame after it left with the
+    # ghost test (judged every 4th frame, absorbed at the third judgement), and 0 from then on;
+    # without it, whole (1.0) 120 frames later (the
     # conditional update keeps the ghost out of the window). 20 frames leave room for the blob
     # to take a few frames to settle on another scene.
     with_test = started_with_an_object(10)
