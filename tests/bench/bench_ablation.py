@@ -45,6 +45,7 @@ VARIANTS = {
     "samples updated every 64 frames instead of 16": {"sample_period": 64},
     "no light-change rule": {"light_change": False},
     "no ghost test": {"ghost_frames": 0},
+    "no warm-up learning (v3's start)": {"warmup_entries": 0},
     "window median instead of KDRSDL's M and E (the solver still runs)": {"refit_background": "median"},
 }
 
