@@ -33,6 +33,10 @@ from core.streaming.params import BackgroundParams  # noqa: E402
 from streamer.evaluation import peers  # noqa: E402
 from streamer.evaluation.cdnet import Sequence, find_sequences  # noqa: E402
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_ablation import value  # noqa: E402
+from bench_paced import read_gray  # noqa: E402
+
 SHARED = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data"
 VIDEO = SHARED / "video" / "motorway_320x240.avi"
 #: Frames after the start that are measured: [FIRST, LAST) (0-based from the start).
@@ -95,26 +99,6 @@ def run(method: str, frames: np.ndarray, model: BackgroundParams | None, moving:
     return [float(p.mean()), float((p & ~moving).mean()) if moving is not None else float("nan")]
 
 
-def video_frames(path: pathlib.Path) -> np.ndarray:
-    cap = cv2.VideoCapture(str(path))
-    out = []
-    while True:
-        ok, f = cap.read()
-        if not ok:
-            break
-        out.append(cv2.cvtColor(f, cv2.COLOR_BGR2GRAY))
-    return np.stack(out)
-
-
-def value(text: str):
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False, "none": None}.get(text.lower(), text)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root", nargs="?", default=str(SHARED / "cdnet2014"), help="CDnet tree (default: %(default)s)")
@@ -142,7 +126,7 @@ def main() -> None:
         ]
         scenes.append((seq.name, frames, [s - seq.first_input for s in starts], moving))
     if VIDEO.exists() and (not wanted or "motorway" in wanted):
-        frames = video_frames(VIDEO)
+        frames = np.stack(read_gray(VIDEO))
         starts = np.linspace(0, len(frames) - LAST, args.starts).astype(int).tolist()
         scenes.append(("motorway", frames, starts, [None] * len(starts)))
     results: dict[str, dict] = {}

@@ -388,10 +388,10 @@ PEDESTRIANS = "baseline/pedestrians"
 def test_cast_shadows_are_left_out_on_pedestrians(cdnet_result):
     """Issue 44: at most half of pedestrians' hard-shadow pixels (label 50) flagged; every method has the figure.
 
-    Measured: ours 0.24 (v3: 1.00), MOG2+post, KNN+post and GSOC 0.98-1.00 (they have no shadow
-    test at these settings); SuBSENSE 0.95 in the README's run. Highway's labelled shadows are the
-    umbrae under the cars, at 0.1-0.3 of the background: no gray-level rule tells them from a dark
-    car, and every method flags them (1.00).
+    Measured: ours 0.236 (v3: 1.000), MOG2+post, KNN+post and GSOC 0.999-1.000 (no shadow test at
+    these settings); SuBSENSE 0.951 and PAWCS 0.000 in the README's run. Highway's labelled shadows
+    are the umbrae under the cars, at 0.1-0.3 of the background: no gray-level rule tells them
+    from a dark car, and every method flags 0.94-1.00 of them.
     """
     seqs = cdnet_result["sequences"]
     if PEDESTRIANS not in seqs:
