@@ -16,7 +16,7 @@ post-processed mask, over a band of pixels along its contour (:func:`contour_evi
 
     frame_only = mean over the band of max(|grad x| - |grad bg|, 0)
     bg_only    = mean over the band of max(|grad bg| - |grad x|, 0)
-    ghost      = bg_only > ghost_ratio * frame_only  and  bg_only > ghost_edge
+    ghost      = bg_only > ratio * frame_only  and  bg_only > edge      (GhostParams)
 
 A pixel that lies in a ghost blob for ``ghost_frames`` frames in a row is absorbed: the model
 adopts its value as the background there (:meth:`GhostTracker.update`, and the facade's
@@ -38,7 +38,7 @@ from core.streaming.postprocess import square
 
 @dataclass(frozen=True)
 class GhostParams:
-    """Knobs of :class:`GhostTracker` (model knobs ``ghost_frames``, ``ghost_ratio``, ``ghost_edge``).
+    """Settings of :class:`GhostTracker`; ``frames`` is the model knob ``ghost_frames``, the others constants.
 
     Attributes
     ----------
@@ -134,7 +134,7 @@ class GhostTracker:
     def clear(self) -> np.ndarray:
         """Pixels not in a blob judged a ghost at the last frame, bool (h, w): the conditional update
         may keep them out of the window; a suspected ghost enters it as the frame shows it."""
-        return np.asarray(self.count == 0)
+        return self.count == 0
 
     def state(self) -> dict[str, np.ndarray]:
         """The per-pixel state as named arrays (:data:`STATE`); not copied."""
@@ -174,14 +174,12 @@ class GhostTracker:
         p = self.params
         if p.frames <= 0 or t % p.period:
             return None
-        if not mask.any():
-            if self.count.any():
-                self.count[:] = 0
-            return None
-        n, labels = cv2.connectedComponents(mask.view(np.uint8), connectivity=8, ltype=cv2.CV_32S)
-        frame_only, bg_only = contour_evidence(x, bg, labels, n)
-        ghost = (bg_only > p.ratio * frame_only) & (bg_only > p.edge)
-        if not ghost.any():
+        ghost = None
+        if mask.any():
+            n, labels = cv2.connectedComponents(mask.view(np.uint8), connectivity=8, ltype=cv2.CV_32S)
+            frame_only, bg_only = contour_evidence(x, bg, labels, n)
+            ghost = (bg_only > p.ratio * frame_only) & (bg_only > p.edge)
+        if ghost is None or not ghost.any():  # no ghost blob: every count starts over
             if self.count.any():
                 self.count[:] = 0
             return None

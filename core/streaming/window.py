@@ -153,7 +153,6 @@ class WindowSchedule:
         """Replace every frame of the window by ``fn(frame)`` (a new array; e.g. a change of light)."""
         self.frames = [fn(f) for f in self.frames]
 
-    # ----------------------------------------------------------------- checkpoints
     def adopt(self, where: np.ndarray, x: np.ndarray) -> None:
         """Write ``x`` (m, n) float32 into every frame of the window at the pixels ``where``
         (m, n) bool: the model takes the frame there as its background (an uncovered ghost,
@@ -162,6 +161,7 @@ class WindowSchedule:
         self.frames = [np.where(where, x, f) for f in self.frames]
         self.masks = [None if m is None else m & ~where for m in self.masks]
 
+    # ----------------------------------------------------------------- checkpoints
     def state(self) -> dict[str, np.ndarray]:
         """The frames, their masks and the counters as named arrays: ``frames`` (N, m, n) float32,
         ``masks`` (N, m, n) bool (all False where a frame has none) and ``counters`` (5,) int64 in

@@ -104,7 +104,7 @@ def test_an_object_that_stops_is_not_taken_for_a_ghost():
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_absorbing_a_ghost_changes_only_its_pixels_and_survives_a_checkpoint(seed):
+def test_an_absorbed_ghost_is_in_the_window_and_its_count_survives_a_checkpoint(seed):
     bg = textured((48, 64), seed)
     rng = np.random.default_rng(seed)
     a, b = KDRSDLBackgroundSubtractor(), KDRSDLBackgroundSubtractor()
