@@ -1,7 +1,9 @@
 """The ``kdrsdl`` command (also ``python -m streamer``).
 
 Exit status: 0 on a clean stop, 78 (EX_CONFIG) on a configuration error with a one-line message,
-66 (EX_NOINPUT) when a video file given as the source does not exist, 1 on other failures.
+66 (EX_NOINPUT) when a video file given as the source does not exist, 1 on other failures; ``run``
+also 69 (EX_UNAVAILABLE) when its source gives no frame within ``--open-timeout``, and 130 when
+stopped by Ctrl-C (128 + the signal's number).
 """
 
 import argparse
@@ -29,6 +31,7 @@ CAPTURE_KEYS = {
     "height": "capture.height",
     "loop": "capture.loop",
     "max_frames": "capture.max_frames",
+    "live": "capture.live",
     "curve_secret_key": "capture.curve_secret_key",
     "curve_server_key": "capture.curve_server_key",
 }
@@ -65,8 +68,24 @@ RUN_KEYS = {
     "loop": "capture.loop",
     "view_port": "view.port",
 }
-#: What ``run`` uses where neither the file nor a flag says (a first look ends, at a camera's pace).
+#: What ``run`` uses for the synthetic scene where neither the file nor a flag says (a first look
+#: ends, at a camera's pace); see :func:`run_defaults` for the other sources.
 RUN_DEFAULTS = {"capture.max_frames": 300, "capture.fps": 30.0}
+
+
+def run_defaults(source: str, loop: bool) -> dict[str, Any]:
+    """What ``run`` uses where neither the configuration file nor a flag says, by source.
+
+    A file that does not loop plays to its end at its own rate (the capture's defaults); a camera,
+    a stream or a looping file stops after 300 frames at its own pace; the synthetic scene, which
+    has no pace, after 300 frames at 30 frames per second.
+    """
+    kind = describe(source)
+    if kind == "synthetic":
+        return RUN_DEFAULTS
+    return {} if kind == "file" and not loop else {"capture.max_frames": 300}
+
+
 #: The model flags of ``worker`` and ``run`` (:func:`model_flags`), one per knob.
 MODEL_KEYS = {f"model_{f.name}": f"model.{f.name}" for f, _, _ in knobs() if f.name not in MODEL_KNOBS_NOT_CONFIGURED}
 WORKER_KEYS.update(MODEL_KEYS)
@@ -97,7 +116,7 @@ def _log_level(sp) -> None:
     sp.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
-        help="the lowest level of the log lines on stderr (default: the file's log_level, else info)",
+        help="the lowest level of the log lines on stderr (default: the configuration file's log_level, else info)",
     )
 
 
@@ -105,13 +124,15 @@ def _common(sp) -> None:
     """--config, --camera and --log-level."""
     _log_level(sp)
     sp.add_argument(
-        "--config", metavar="FILE", help="TOML configuration file; the flags given override it, no other flag does"
+        "--config",
+        metavar="FILE",
+        help="TOML configuration file; the flags given override it, no other flag does (default: none)",
     )
     sp.add_argument(
         "--camera",
         metavar="NAME",
         required=False,
-        help="camera name, 1-64 of A-Z a-z 0-9 _ . - (topic frame/NAME/ and mask/NAME/)",
+        help="camera name, 1-64 of A-Z a-z 0-9 _ . - (topic frame/NAME/ and mask/NAME/; default 'default')",
     )
 
 
@@ -120,9 +141,11 @@ def _curve_client(sp) -> None:
     sp.add_argument(
         "--curve-secret-key",
         metavar="FILE",
-        help="CURVE: this process's NAME.key_secret (kdrsdl keygen); with --curve-server-key",
+        help="CURVE: this process's NAME.key_secret (kdrsdl keygen); with --curve-server-key (default: no CURVE)",
     )
-    sp.add_argument("--curve-server-key", metavar="FILE", help="CURVE: the worker's public NAME.key")
+    sp.add_argument(
+        "--curve-server-key", metavar="FILE", help="CURVE: the worker's public NAME.key (default: no CURVE)"
+    )
 
 
 def _capture_parser(sub) -> None:
@@ -134,29 +157,77 @@ def _capture_parser(sub) -> None:
         metavar="SRC",
         help="camera index (0), rtsp:// or http(s):// URL, video file, or 'synthetic[:WxH]' (default synthetic)",
     )
-    c.add_argument("--frames-endpoint", metavar="EP", help="ZeroMQ endpoint the worker binds (connect)")
-    c.add_argument("--metrics-port", type=int, metavar="P", help="Prometheus /metrics and /healthz port (0 = off)")
-    c.add_argument("--metrics-address", metavar="ADDR", help="address the metrics port listens on (default 127.0.0.1)")
-    c.add_argument("--fps", type=float, metavar="F", help="frame-rate limit, frames per second (0 = none)")
-    c.add_argument("--width", type=int, metavar="W", help="resize to W pixels wide (with --height)")
-    c.add_argument("--height", type=int, metavar="H", help="resize to H pixels high (with --width)")
-    c.add_argument("--loop", action="store_const", const=True, help="restart a video file at its end")
-    c.add_argument("--max-frames", type=int, metavar="N", help="stop after N frames (0 = never)")
+    c.add_argument(
+        "--frames-endpoint",
+        metavar="EP",
+        help="ZeroMQ endpoint the worker binds, connected to (default ipc:///tmp/kdrsdl-frames-default)",
+    )
+    _metrics_flags(c)
+    _source_flags(c)
+    c.add_argument(
+        "--max-frames",
+        type=int,
+        metavar="N",
+        help="stop after N frames (default 0 = never; a file stops at its end)",
+    )
+    c.add_argument(
+        "--live",
+        action="store_const",
+        const=True,
+        help="play a video file as a live camera: drop what the worker cannot take, wall-clock timestamps "
+        "(default: a file is played whole, at the worker's pace if slower)",
+    )
 
     _curve_client(c)
+
+
+def _metrics_flags(sp) -> None:
+    """--metrics-port and --metrics-address (capture and worker)."""
+    sp.add_argument(
+        "--metrics-port", type=int, metavar="P", help="Prometheus /metrics and /healthz TCP port (default 0 = off)"
+    )
+    sp.add_argument("--metrics-address", metavar="ADDR", help="address the metrics port listens on (default 127.0.0.1)")
+
+
+def _source_flags(sp) -> None:
+    """--fps, --width, --height, --loop (capture and run)."""
+    sp.add_argument(
+        "--fps",
+        type=float,
+        metavar="F",
+        help="frames per second sent, at most (default: the source's own rate, a file's frame rate; "
+        "0 = as fast as the worker takes them)",
+    )
+    sp.add_argument("--width", type=int, metavar="W", help="resize to W pixels wide, with --height (default: as read)")
+    sp.add_argument("--height", type=int, metavar="H", help="resize to H pixels high, with --width (default: as read)")
+    sp.add_argument(
+        "--loop",
+        action="store_const",
+        const=True,
+        help="play a video file again from its start at its end (default off)",
+    )
 
 
 def _worker_parser(sub) -> None:
     """The worker subcommand."""
     w = sub.add_parser("worker", help="keep a KDRSDL background model and publish a mask per frame")
     _common(w)
-    w.add_argument("--frames-endpoint", metavar="EP", help="ZeroMQ endpoint to bind for frames (PULL)")
-    w.add_argument("--masks-endpoint", metavar="EP", help="ZeroMQ endpoint to bind for masks (PUB)")
-    w.add_argument("--metrics-port", type=int, metavar="P", help="Prometheus /metrics and /healthz port (0 = off)")
-    w.add_argument("--metrics-address", metavar="ADDR", help="address the metrics port listens on (default 127.0.0.1)")
+    w.add_argument(
+        "--frames-endpoint",
+        metavar="EP",
+        help="ZeroMQ endpoint to bind for frames, PULL (default ipc:///tmp/kdrsdl-frames-default)",
+    )
+    w.add_argument(
+        "--masks-endpoint",
+        metavar="EP",
+        help="ZeroMQ endpoint to bind for masks and events, PUB (default ipc:///tmp/kdrsdl-masks-default)",
+    )
+    _metrics_flags(w)
     model_flags(w)
     w.add_argument(
-        "--snapshot", metavar="PNG", help="write frame | background | score | mask of the last frame at stop"
+        "--snapshot",
+        metavar="PNG",
+        help="write frame | background | score | mask of the last frame at stop (default: none)",
     )
     w.add_argument(
         "--state-dir",
@@ -169,12 +240,13 @@ def _worker_parser(sub) -> None:
     w.add_argument(
         "--curve-secret-key",
         metavar="FILE",
-        help="CURVE on both sockets: the worker's NAME.key_secret (kdrsdl keygen); with --curve-authorized-keys",
+        help="CURVE on both sockets: the worker's NAME.key_secret (kdrsdl keygen); with --curve-authorized-keys "
+        "(default: no CURVE)",
     )
     w.add_argument(
         "--curve-authorized-keys",
         metavar="DIR",
-        help="CURVE: directory of the public NAME.key files of the captures and subscribers allowed in",
+        help="CURVE: directory of the public NAME.key files of the captures and subscribers allowed in (default: none)",
     )
 
 
@@ -195,15 +267,19 @@ def _subscribe_parser(sub) -> None:
     """The subscribe subcommand."""
     s = sub.add_parser("subscribe", help="print (and optionally save) the masks of a camera")
     _common(s)
-    s.add_argument("--masks-endpoint", metavar="EP", help="ZeroMQ endpoint the worker publishes on")
-    s.add_argument("--output", metavar="DIR", help="write each mask as a PNG into DIR")
-    s.add_argument("--count", type=int, metavar="N", help="stop after N masks (0 = never)")
+    s.add_argument(
+        "--masks-endpoint",
+        metavar="EP",
+        help="ZeroMQ endpoint the worker publishes on (default ipc:///tmp/kdrsdl-masks-default)",
+    )
+    s.add_argument("--output", metavar="DIR", help="write each mask as a PNG into DIR (default: none written)")
+    s.add_argument("--count", type=int, metavar="N", help="stop after N masks (default 0 = never)")
     s.add_argument("--keep", type=int, metavar="N", help="keep the newest N PNGs in --output (default 1000, 0 = all)")
     s.add_argument(
         "--events",
         action="store_const",
         const=True,
-        help="print the motion events (event/<camera>/) as JSON lines instead of the masks",
+        help="print the motion events (event/<camera>/) as JSON lines instead of the masks (default off)",
     )
     _curve_client(s)
 
@@ -220,17 +296,32 @@ def _run_parser(sub) -> None:
     """The run subcommand."""
     r = sub.add_parser("run", help="capture + worker + subscriber in one command, for a first look")
     _common(r)
-    r.add_argument("--source", metavar="SRC", default=None, help="as for capture (default synthetic)")
     r.add_argument(
-        "--max-frames", type=int, metavar="N", help="frames to process (default: the file's, else 300; 0 = never stop)"
+        "--source",
+        metavar="SRC",
+        default=None,
+        help="camera index (0), rtsp:// or http(s):// URL, video file, or 'synthetic[:WxH]' (default synthetic)",
     )
-    r.add_argument("--output", metavar="DIR", help="write masks and contact_sheet.png into DIR")
     r.add_argument(
-        "--fps", type=float, metavar="F", help="source frame rate (default: the file's, else 30; 0 = unthrottled)"
+        "--max-frames",
+        type=int,
+        metavar="N",
+        help="frames to process (default: a video file's every frame; 300 for a camera, a stream, a looping "
+        "file or the synthetic scene; 0 = until Ctrl-C)",
     )
-    r.add_argument("--width", type=int, metavar="W")
-    r.add_argument("--height", type=int, metavar="H")
-    r.add_argument("--loop", action="store_const", const=True)
+    r.add_argument(
+        "--output",
+        metavar="DIR",
+        help="write this run's masks and contact_sheet.png into DIR/<camera>-<UTC time>/ (default: none written)",
+    )
+    _source_flags(r)
+    r.add_argument(
+        "--open-timeout",
+        type=float,
+        metavar="S",
+        default=15.0,
+        help="seconds the source may take to give its first frame before the run stops, exit 69 (default 15)",
+    )
     _view_flags(r, port_only=True)
     model_flags(r)
 
@@ -316,7 +407,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return evaluate_main(args)
     try:
-        cfg = load(args.config, config_overrides(args), RUN_DEFAULTS if args.command == "run" else None)
+        cfg = load(args.config, config_overrides(args))
+        if args.command == "run":  # its defaults depend on the source
+            cfg = load(args.config, config_overrides(args), run_defaults(cfg.capture.source, cfg.capture.loop))
     except ConfigError as exc:
         print(f"kdrsdl: configuration error: {exc}", file=sys.stderr)
         return EX_CONFIG
@@ -354,7 +447,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         from streamer.run import run_all
 
-        return run_all(cfg, stop, log)
+        return run_all(cfg, stop, log, open_timeout_s=args.open_timeout)
     except ConfigError as exc:  # found only when used (an ipc directory that cannot be made)
         print(f"kdrsdl: configuration error: {exc}", file=sys.stderr)
         return EX_CONFIG

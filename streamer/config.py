@@ -62,11 +62,23 @@ class CaptureConfig(_CurveClient):
     frames_endpoint: str = "ipc:///tmp/kdrsdl-frames-default"
     metrics_port: int = Field(0, ge=0, le=65535)
     metrics_address: str = "127.0.0.1"
-    fps: float = Field(0.0, ge=0, le=1000, description="frames per second limit, 0 = as fast as the source")
+    fps: Optional[float] = Field(
+        None,
+        ge=0,
+        le=1000,
+        description="frames per second sent, at most; unset = the source's own rate (a file's frame rate, "
+        "a camera's or stream's pace, the synthetic scene unthrottled); 0 = as fast as the worker takes them",
+    )
     width: int = Field(0, ge=0, le=8192)
     height: int = Field(0, ge=0, le=8192)
     loop: bool = False
-    max_frames: int = Field(0, ge=0, description="stop after this many frames, 0 = never")
+    max_frames: int = Field(0, ge=0, description="stop after this many frames, 0 = never (a file: at its end)")
+    live: Optional[bool] = Field(
+        None,
+        description="unset = a file is not live (every frame sent, the capture waits for the worker, "
+        "video timestamps) and a camera or stream is; true = play a file as a live camera would "
+        "(frames the worker cannot take are dropped, wall-clock timestamps)",
+    )
     sndhwm: int = Field(4, ge=1, le=10000)
 
 

@@ -7,11 +7,18 @@ import threading
 from types import FrameType
 
 
-def install_stop_handlers() -> threading.Event:
+class StopEvent(threading.Event):
+    """A stop event that remembers the signal that set it (``signum``; None when none did)."""
+
+    signum: int | None = None
+
+
+def install_stop_handlers() -> StopEvent:
     """Return an Event set by SIGTERM or SIGINT (a clean stop: loops finish and close sockets)."""
-    stop = threading.Event()
+    stop = StopEvent()
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        stop.signum = signum
         stop.set()
 
     signal.signal(signal.SIGTERM, handler)

@@ -141,7 +141,9 @@ zone_fg_ratio = Gauge(
     "kdrsdl_zone_foreground_ratio", "Foreground fraction of a named zone in the last mask", L + ["zone"]
 )
 motion_events = Counter(
-    "kdrsdl_motion_events_total", "Events published, by zone and kind (start, end, light_change)", L + ["zone", "kind"]
+    "kdrsdl_motion_events_total",
+    "Events published, by zone and kind (start, end, light_change, end_of_stream)",
+    L + ["zone", "kind"],
 )
 view_viewers = Gauge("kdrsdl_view_viewers", "Live view streams open now", L)
 
@@ -156,8 +158,9 @@ CHECKPOINT_RESTORE_RESULTS = ("warm", "window", "corrupt", "mismatch")
 SOCKETS = ("frames", "masks")
 #: :class:`streamer.protocol.ProtocolError` reasons, and "seq" for a repeated or old sequence number.
 REJECT_REASONS = ("parts", "topic", "header", "version", "field", "camera", "shape", "dtype", "encoding", "size", "seq")
-#: The kinds of motion events (:data:`streamer.protocol.EVENT_KINDS`); light changes are whole-frame ("frame").
-EVENT_KINDS = ("start", "end", "light_change")
+#: The kinds of motion events (:data:`streamer.protocol.EVENT_KINDS`); light changes and stream
+#: ends are whole-frame ("frame").
+EVENT_KINDS = ("start", "end", "light_change", "end_of_stream")
 
 
 class WorkerMetrics:
@@ -198,7 +201,8 @@ class WorkerMetrics:
         self.rejected = {r: worker_rejected.labels(camera, r) for r in REJECT_REASONS}
         self.zone_fg_ratio = {z: zone_fg_ratio.labels(camera, z) for z in zones if z != "frame"}
         self.events = {(z, k): motion_events.labels(camera, z, k) for z in zones for k in ("start", "end")}
-        self.events["frame", "light_change"] = motion_events.labels(camera, "frame", "light_change")
+        for kind in ("light_change", "end_of_stream"):  # whole-frame kinds
+            self.events["frame", kind] = motion_events.labels(camera, "frame", kind)
         self.viewers = view_viewers.labels(camera)
 
     def progress(self) -> None:

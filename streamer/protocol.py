@@ -2,15 +2,19 @@
 
 A message is three frames: ``[topic, header, payload]``.
 
-- topic: ``frame/<camera>/``, ``mask/<camera>/`` or ``event/<camera>/`` (the trailing slash
-  stops a subscription to ``mask/cam1`` matching ``cam10``).
+- topic: ``frame/<camera>/``, ``mask/<camera>/``, ``event/<camera>/`` or ``end/<camera>/`` (the
+  trailing slash stops a subscription to ``mask/cam1`` matching ``cam10``).
 - header: a UTF-8 JSON object: ``v`` (protocol version), ``camera``, ``epoch``
   (random id of the sender's start), ``seq`` (per-camera counter from that epoch),
   ``t_capture_ns`` (wall clock at capture, ns since the Unix epoch), ``shape``
   ``[h, w]``, ``dtype`` ("uint8"), ``encoding`` ("raw"; masks may be "png"). Masks add ``frame_seq``,
   ``fg_ratio``, ``latency_s``, ``solver`` facts and ``regions``. Events carry ``event`` ("start",
   "end" or "light_change"), ``zone`` and the event's facts (:mod:`streamer.motion.events`), and
-  ``encoding`` "none".
+  ``encoding`` "none". A frame may say ``live`` (false for a file: the receiver must not drop it)
+  and ``t_read_ns`` (wall clock of the read, when ``t_capture_ns`` is the video's own time).
+  The end of a stream (capture -> worker, on the frames socket) carries ``reason``
+  (:data:`END_REASONS`), ``frames`` (frames the capture read in its epoch) and ``seq`` = the
+  number of frames it sent, so that frames lost just before it are counted; ``encoding`` "none".
 - payload: the C-contiguous pixels (empty for an event); for a mask with ``encoding`` "png", a
   1-bit (bilevel) PNG of the mask, which decodes to 0 / 255.
 """
@@ -32,9 +36,13 @@ MAX_SIDE = 8192
 MAX_HEADER_BYTES = 16384
 CAMERA_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 DTYPES = {"uint8": np.uint8}
-KINDS = ("frame", "mask", "event")
-#: What an event message announces (``event`` in its header).
-EVENT_KINDS = ("start", "end", "light_change")
+KINDS = ("frame", "mask", "event", "end")
+#: What an event message announces (``event`` in its header): a zone's motion starts or ends, the
+#: model absorbed a change of light, or the capture's stream ended (every open event ended first).
+EVENT_KINDS = ("start", "end", "light_change", "end_of_stream")
+#: Why a capture's stream ended (``reason`` of an ``end/<camera>/`` message): its file ended, or
+#: it sent the ``max_frames`` it was asked for.
+END_REASONS = ("end_of_file", "max_frames")
 #: Payload encodings of frames and of masks. A mask as a 1-bit PNG: at 1280 x 720, 2 KB instead of
 #: 900 KB, encoded in 0.5 ms and decoded in 0.5 ms (OpenCV, one thread; docs/results.md,
 #: "Cameras per core"), for subscribers on another host.
@@ -67,11 +75,11 @@ class Message:
     Attributes
     ----------
     kind : str
-        "frame" or "mask".
+        "frame", "mask", or "end" (a capture's end of stream, in a worker's backlog).
     header : dict
         The JSON header, validated.
     image : ndarray, shape (h, w), uint8
-        Pixels (a frame, or a 0/255 mask).
+        Pixels (a frame, or a 0/255 mask); empty, shape (0, 0), for an end of stream.
     """
 
     kind: str
@@ -184,11 +192,51 @@ def encode_event(camera: str, epoch: str, seq: int, t_capture_ns: int, event: st
     return [topic("event", camera), json.dumps(header, separators=(",", ":")).encode(), b""]
 
 
+def encode_end(camera: str, epoch: str, seq: int, t_capture_ns: int, reason: str, frames: int) -> list[bytes]:
+    """Build the three parts of the end of a capture's stream, sent on the frames socket after its last frame.
+
+    Parameters
+    ----------
+    camera, epoch : str
+        The capture's camera and epoch (those of its frames).
+    seq : int
+        The number of frames the capture sent in this epoch (the ``seq`` a next frame would have),
+        so that the receiver counts frames lost just before the end.
+    t_capture_ns : int
+        Capture time of the stream's end, ns since the Unix epoch (the last frame's time plus its interval).
+    reason : {"end_of_file", "max_frames"}
+    frames : int
+        Frames the capture read in this epoch (sent, and refused at the high-water mark).
+
+    Returns
+    -------
+    list of bytes
+        ``[b"end/<camera>/", header, b""]``.
+
+    Raises
+    ------
+    ValueError
+        If ``reason`` is not one of :data:`END_REASONS`.
+    """
+    if reason not in END_REASONS:
+        raise ValueError(f"end reason {reason!r} is not one of {END_REASONS}")
+    header = {**_common(camera, epoch, seq, t_capture_ns), "encoding": "none", "reason": reason, "frames": int(frames)}
+    return [topic("end", camera), json.dumps(header, separators=(",", ":")).encode(), b""]
+
+
 def _view(part: Any) -> bytes | memoryview:
     """A part's bytes without a copy: a ``zmq.Frame``'s buffer (received with ``copy=False``), or the part."""
     if hasattr(part, "buffer"):
         return part.buffer
     return part if isinstance(part, (bytes, memoryview)) else bytes(part)
+
+
+def kind_of(parts: Sequence[Any]) -> str | None:
+    """The kind a message's topic names ("frame" for ``frame/cam1/``), or None if none of :data:`KINDS`."""
+    if not parts:
+        return None
+    head = bytes(_view(parts[0])[:8]).split(b"/", 1)[0].decode("ascii", "replace")
+    return head if head in KINDS else None
 
 
 def _envelope(parts: Sequence[Any], kind: str) -> tuple[dict, Any]:
@@ -215,6 +263,8 @@ def _envelope(parts: Sequence[Any], kind: str) -> tuple[dict, Any]:
     fields: tuple[tuple[str, type], ...] = (("camera", str), ("epoch", str), ("seq", int), ("t_capture_ns", int))
     if kind == "event":
         fields += (("event", str), ("encoding", str))
+    elif kind == "end":
+        fields += (("reason", str), ("frames", int), ("encoding", str))
     else:
         fields += (("shape", list), ("dtype", str), ("encoding", str))
     for name, types in fields:
@@ -244,6 +294,28 @@ def decode_event(parts: Sequence[Any]) -> dict:
         raise ProtocolError("encoding", f"encoding {header['encoding']!r} of an event is not 'none'")
     if len(payload):
         raise ProtocolError("size", f"event payload of {len(payload)} bytes, expected none")
+    return header
+
+
+def decode_end(parts: Sequence[Any]) -> dict:
+    """Validate a received end-of-stream message (:func:`encode_end`); its header.
+
+    Raises
+    ------
+    ProtocolError
+        With the reasons of :func:`decode`, ``field`` when ``reason`` is not one of
+        :data:`END_REASONS` or ``frames`` is negative, ``encoding`` when it is not "none", ``size``
+        when the payload is not empty.
+    """
+    header, payload = _envelope(parts, "end")
+    if header["reason"] not in END_REASONS:
+        raise ProtocolError("field", f"end reason {header['reason']!r} is not one of {list(END_REASONS)}")
+    if header["frames"] < 0:
+        raise ProtocolError("field", "frames must be >= 0")
+    if header["encoding"] != "none":
+        raise ProtocolError("encoding", f"encoding {header['encoding']!r} of an end of stream is not 'none'")
+    if len(payload):
+        raise ProtocolError("size", f"end-of-stream payload of {len(payload)} bytes, expected none")
     return header
 
 
@@ -291,6 +363,9 @@ def decode(parts: Sequence[Any], kind: str, max_side: int = MAX_SIDE) -> Message
     source = header.get("source_shape")
     if source is not None and not (_is_shape(source, max_side) and source[0] >= shape[0] and source[1] >= shape[1]):
         raise ProtocolError("shape", f"source_shape {source!r} is not [h, w] within 1..{max_side} and >= {shape}")
+    for name, types in (("live", bool), ("t_read_ns", int)):
+        if name in header and (type(header[name]) is not types or (types is int and header[name] < 0)):
+            raise ProtocolError("field", f"header field {name!r} is not a {types.__name__}")
     if header["dtype"] not in DTYPES:
         raise ProtocolError("dtype", f"dtype {header['dtype']!r} is not one of {sorted(DTYPES)}")
     if header["encoding"] not in ENCODINGS[kind]:

@@ -79,6 +79,13 @@ class SyntheticSource:
                 raise SourceError(f"synthetic source must be 'synthetic' or 'synthetic:WxH', got {spec!r}") from None
         self.scene = SyntheticScene(height or h, width or w)
         self.t = 0
+        #: A generated scene has no frame rate of its own; it is live (frames may be dropped).
+        self.fps: float | None = None
+        self.live = True
+
+    def describe(self) -> str:
+        """What is open, for the capture's log: the scene's size."""
+        return f"synthetic scene, {self.scene.width} x {self.scene.height}"
 
     def read(self) -> np.ndarray:
         """Next frame, shape (h, w), uint8."""
@@ -157,6 +164,14 @@ class OpenCVSource:
     read_timeout_s : float
         A read that takes longer than this (seconds) counts as a failure.
 
+    Attributes
+    ----------
+    live : bool
+        False for a file: its frames are all to be processed, none dropped; True for a camera or a stream.
+    fps : float or None
+        A file's own frame rate, frames per second (None when the file does not give one in
+        (0, 1000]); None for a camera or a stream, which set their own pace.
+
     Raises
     ------
     SourceError
@@ -166,11 +181,24 @@ class OpenCVSource:
     def __init__(self, spec: str, loop: bool = False, read_timeout_s: float = READ_TIMEOUT_MS / 1000) -> None:
         self.spec, self.loop, self.read_timeout_s = spec, loop, read_timeout_s
         self.kind = describe(spec)
+        self.live = self.kind != "file"
         if self.kind == "file" and not os.path.exists(spec):
             raise SourceError(f"video file {spec!r} does not exist")
         #: "bgr" (OpenCV's conversion, then gray), or the luma plane's range ("full", "limited")
         self.decoding = "bgr"
         self.cap = self._open()
+        fps = float(self.cap.get(cv2.CAP_PROP_FPS) or 0.0)
+        self.fps = fps if self.kind == "file" and 0 < fps <= 1000 else None
+
+    def describe(self) -> str:
+        """What is open, for the capture's log: kind, size, and a file's frame rate and length."""
+        w, h = int(self.cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(self.cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        text = f"{self.kind} {self.spec!r}, {w} x {h}"
+        if self.kind == "file":
+            n = int(self.cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0)
+            rate = f"{self.fps:g} fps" if self.fps else "no frame rate given"
+            text += f" at {rate}" + (f", {n} frames" if n > 0 else "")
+        return text
 
     def _capture(self, convert: bool = True) -> cv2.VideoCapture:
         """A new ``cv2.VideoCapture`` of the source; ``convert`` False asks FFmpeg for its own frames."""

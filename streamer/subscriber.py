@@ -29,6 +29,7 @@ from streamer.protocol import (
     SequenceTracker,
     decode,
     decode_event,
+    kind_of,
     topic,
 )
 
@@ -42,6 +43,7 @@ def run_subscriber(
     log: logging.Logger,
     on_mask: Callable[[Message], None] | None = None,
     out: TextIO = sys.stdout,
+    on_event: Callable[[dict], None] | None = None,
 ) -> dict[str, int]:
     """Receive masks until ``stop`` is set or ``count`` masks arrived.
 
@@ -58,6 +60,10 @@ def run_subscriber(
     on_mask : callable, optional
         Called with each :class:`streamer.protocol.Message`; printing is skipped when given.
     out : file, optional
+    on_event : callable, optional
+        When given, the same socket also subscribes to ``event/<camera>/`` (in order with the
+        masks: an ``end_of_stream`` event comes after its stream's last mask) and this is called
+        with each valid event's header.
 
     Returns
     -------
@@ -68,6 +74,8 @@ def run_subscriber(
     if s.events:
         return _run_events(cfg, stop, log, out)
     sock = _socket(s, cfg.camera)
+    if on_event is not None:
+        sock.setsockopt(zmq.SUBSCRIBE, topic("event", cfg.camera))
     if s.output:
         os.makedirs(s.output, exist_ok=True)
     written: collections.deque[str] = collections.deque()
@@ -79,7 +87,11 @@ def run_subscriber(
             if not sock.poll(200):
                 continue
             try:
-                msg = decode(sock.recv_multipart(copy=False), "mask")
+                parts = sock.recv_multipart(copy=False)
+                if on_event is not None and kind_of(parts) == "event":
+                    on_event(decode_event(parts))
+                    continue
+                msg = decode(parts, "mask")
             except ProtocolError as exc:
                 rejected += 1
                 if rejected <= 10 or rejected % REJECT_LOG_EVERY == 0:

@@ -3,7 +3,11 @@
 A short loop over small parts (docs/design.md, "Processes"): the intake validates every message
 (rejections are counted by reason and logged), counts sequence gaps as lost frames and keeps at
 most ``backlog`` frames waiting, dropping the oldest beyond that (counted)
-(:mod:`streamer.intake`); the model stage turns a frame into a mask and solver facts
+(:mod:`streamer.intake`; a file's frames are never dropped: the worker then stops receiving
+and the capture waits), logs drops at most every ``DROP_LOG_EVERY_S`` seconds with their count;
+at a capture's end of stream it ends the open events, reason ``"end_of_stream"``, and publishes
+an ``end_of_stream`` event with what became of the stream's frames; the model stage turns a
+frame into a mask and solver facts
 (:mod:`streamer.model_stage`); the motion stage fills the ignored areas before the model and
 lists the mask's regions, zone fractions and events after it (:mod:`streamer.motion.stage`);
 each mask is published on ``mask/<camera>/`` and each event on ``event/<camera>/``; the live
@@ -19,6 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import cv2
@@ -47,6 +52,8 @@ if TYPE_CHECKING:
 #: iterations and between the cold start's per-slice SVDs; the refit thread is a daemon and does
 #: not hold up the exit beyond this). With the loop's 0.2 s wait for a frame, a stop takes at most ~2.5 s.
 STOP_REFIT_WAIT_S = 2.0
+#: Seconds between two log lines about dropped or lost frames (each line gives the count since the last).
+DROP_LOG_EVERY_S = 10.0
 #: Milliseconds the loop waits for a frame (the frame socket's receive timeout) before it beats
 #: the watchdog anyway.
 POLL_MS = 200
@@ -117,6 +124,44 @@ class _Sockets:
             self.auth.stop()
 
 
+@dataclass
+class _Stream:
+    """What became of one capture epoch's frames so far (the facts of its ``end_of_stream`` event)."""
+
+    epoch: str | None = None
+    masks: int = 0
+    dropped: int = 0
+    lost: int = 0
+
+
+class _DropLog:
+    """Dropped and lost frames logged with their count, at most every :data:`DROP_LOG_EVERY_S` seconds."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self.log, self.dropped, self.lost, self.total = log, 0, 0, 0
+        self.t_last = time.monotonic() - DROP_LOG_EVERY_S
+
+    def add(self, dropped: int, lost: int) -> None:
+        self.dropped, self.lost = self.dropped + dropped, self.lost + lost
+        self.total += dropped + lost
+        if time.monotonic() - self.t_last >= DROP_LOG_EVERY_S:
+            self.flush()
+
+    def flush(self) -> None:
+        """Log what is counted and not yet logged (called at the end of a stream and at stop too)."""
+        if self.dropped or self.lost:
+            self.log.warning(
+                "%d frames dropped as overload (the worker is behind a live source) and %d lost in transit "
+                "in the last %.0f s; %d in all",
+                self.dropped,
+                self.lost,
+                time.monotonic() - self.t_last,
+                self.total,
+            )
+        self.dropped = self.lost = 0
+        self.t_last = time.monotonic()
+
+
 class _Worker:
     """The worker's state across the loop: its parts, and what it has published."""
 
@@ -135,6 +180,8 @@ class _Worker:
             )
         self.epoch, self.seq, self.rejected, self.event_seq = new_epoch(), 0, 0, 0
         self.last: tuple[np.ndarray, FrameResult] | None = None  # the last frame and its result
+        self.stream = _Stream()
+        self.drops = _DropLog(log)
         self.ckpt: Checkpointer | None = None
         if w.state_dir:
             path = checkpoint.path_for(w.state_dir, cfg.camera)
@@ -150,7 +197,7 @@ class _Worker:
         ``zmq.Again`` (docs/results.md, "Cameras per core"). Returns whether any message came.
         """
         flags, came = (0 if wait else zmq.NOBLOCK), False
-        while not came or int(pull.get(zmq.EVENTS)) & zmq.POLLIN:
+        while (not came or int(pull.get(zmq.EVENTS)) & zmq.POLLIN) and not self.intake.holds_back:
             try:
                 parts = pull.recv_multipart(flags, copy=False)
             except zmq.Again:
@@ -167,7 +214,15 @@ class _Worker:
                     if self.rejected <= 10 or self.rejected % REJECT_LOG_EVERY == 0:
                         self.log.warning("rejected message #%d: %s", self.rejected, o.error)
                 continue
+            if self.intake.tracker.epoch != self.stream.epoch:  # a new capture epoch: a new stream
+                self.stream = _Stream(self.intake.tracker.epoch)
+            self.stream.lost += o.lost
+            self.stream.dropped += o.dropped
             self.m.lost.inc(o.lost)
+            if o.dropped or o.lost:
+                self.drops.add(o.dropped, o.lost)
+            if o.end:
+                continue
             self.m.received.inc()
             self.m.dropped["overload"].inc(o.dropped)
         self.m.backlog.set(len(self.intake))
@@ -182,6 +237,9 @@ class _Worker:
             If a zone or ignored area does not fit the frame (:meth:`MotionStage.prepare`).
         """
         h = msg.header
+        if msg.kind == "end":
+            self.end_stream(h, pub)
+            return
         # the frame's size in input pixels: the source's when the capture reduced it (source_shape)
         source = h.get("source_shape") or msg.image.shape
         input_shape = (int(source[0]), int(source[1]))
@@ -205,7 +263,8 @@ class _Worker:
             self.log.info("change of light absorbed: gain %.3f, offset %+.3f", report.light.gain, report.light.offset)
             light = report.light
             events.append(self.motion.events.light_change(h["seq"], h["t_capture_ns"], light.gain, light.offset))
-        latency = (time.time_ns() - h["t_capture_ns"]) / 1e9
+        # from the read: a file's t_capture_ns is its video time (t_read_ns, the wall clock of the read)
+        latency = (time.time_ns() - h.get("t_read_ns", h["t_capture_ns"])) / 1e9
         parts = encode(
             "mask",
             self.camera,
@@ -236,7 +295,39 @@ class _Worker:
         self.m.end_to_end.observe(latency)
         self.m.processed.inc()
         self.m.masks_published.inc()
+        if h["epoch"] == self.stream.epoch:
+            self.stream.masks += 1
         self.last = (msg.image, res)
+
+    def end_stream(self, h: dict, pub: zmq.Socket) -> None:
+        """A capture's end of stream: its open events ended (reason ``end_of_stream``), then the
+        ``end_of_stream`` event with what became of its frames. The worker goes on waiting for
+        frames (a camera may come back)."""
+        self.drops.flush()
+        s = self.stream if self.stream.epoch == h["epoch"] else _Stream(h["epoch"])
+        fields = {
+            "frame_epoch": h["epoch"],
+            "reason": h["reason"],
+            "frames": h["frames"],
+            "sent": h["seq"],
+            "masks": s.masks,
+            "dropped": s.dropped,
+            "lost": s.lost,
+        }
+        events = self.motion.events.end_all("end_of_stream")
+        events.append(self.motion.events.end_of_stream(h["t_capture_ns"], fields))
+        self.publish_events(events, pub)
+        self.log.info(
+            "end of stream (%s) of capture epoch %s: %d frames read, %d sent, %d masks published, "
+            "%d dropped as overload, %d lost",
+            h["reason"],
+            h["epoch"],
+            h["frames"],
+            h["seq"],
+            s.masks,
+            s.dropped,
+            s.lost,
+        )
 
     def publish_events(self, events: list[Event], pub: zmq.Socket) -> None:
         """Publish ``events`` on ``event/<camera>/``, counted by zone and kind."""
@@ -279,6 +370,7 @@ class _Worker:
         without a state directory they are ended now, reason "stop".
         """
         self.m.dropped["shutdown"].inc(len(self.intake))
+        self.drops.flush()
         if self.view is not None:
             self.view.close()
         if not self.ckpt:

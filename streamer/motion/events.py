@@ -8,11 +8,13 @@ Per zone (or the whole frame, ``zone = "frame"``, when no zone is named):
   last active frame's seq, the duration in seconds between their capture times, the peak
   fraction and the union box (the smallest box holding every foreground pixel of the zone on
   the event's active frames);
-- ``light_change`` when the model absorbed a change of light at a frame.
+- ``light_change`` when the model absorbed a change of light at a frame;
+- ``end_of_stream`` when the capture's stream ended (a file's end, or its ``max_frames``): every
+  open event is ended first, with reason ``"end_of_stream"``.
 
-An open event never vanishes: a clean stop without a state directory ends it with reason
-``"stop"``; with one, it is checkpointed and ended at the next start with reason ``"restart"``
-(docs/design.md, "Motion").
+An open event never vanishes: the end of its stream ends it; a clean stop without a state
+directory ends it with reason ``"stop"``; with one, it is checkpointed and ended at the next start
+with reason ``"restart"`` (docs/design.md, "Motion").
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class Event:
 
     Attributes
     ----------
-    event : {"start", "end", "light_change"}
+    event : {"start", "end", "light_change", "end_of_stream"}
     zone : str
         The zone's name, or ``"frame"``.
     t_capture_ns : int
@@ -50,7 +52,8 @@ class Event:
     fields : dict
         The rest of the header: ``frame_epoch``, ``first_seq``, ``fraction`` and ``box`` (start);
         ``first_seq``, ``last_seq``, ``duration_s``, ``peak``, ``box``, ``reason`` (end);
-        ``frame_seq``, ``gain``, ``offset`` (light_change).
+        ``frame_seq``, ``gain``, ``offset`` (light_change); ``frame_epoch``, ``reason``,
+        ``frames``, ``masks``, ``dropped``, ``lost`` (end_of_stream).
     """
 
     event: str
@@ -165,8 +168,12 @@ class EventDetector:
         fields = {"frame_seq": frame_seq, "gain": round(gain, 6), "offset": round(offset, 6)}
         return Event("light_change", FRAME, t_ns, fields)
 
+    def end_of_stream(self, t_ns: int, fields: dict[str, Any]) -> Event:
+        """The whole-frame event of a capture's stream end (``fields``: its facts, the worker's counts)."""
+        return Event("end_of_stream", FRAME, t_ns, dict(fields))
+
     def end_all(self, reason: str) -> list[Event]:
-        """End every open event now, with ``reason`` (``"stop"``); forget the runs not yet started."""
+        """End every open event now, with ``reason`` ("stop", "end_of_stream"); forget runs not yet started."""
         events = [self._end(z, r, reason, r.last_t_ns) for z, r in self._runs.items() if r.open]
         self._runs.clear()
         return events

@@ -60,7 +60,7 @@ def cameras(n, path, tmp, warmup, seconds, config=()):
     time.sleep(0.5)
     for i in range(n):
         captures.append(
-            kdrsdl("capture", "--camera", f"c{i}", "--source", path, "--loop", "--fps", 30,
+            kdrsdl("capture", "--camera", f"c{i}", "--source", path, "--loop", "--live", "--fps", 30,
                    "--frames-endpoint", f"ipc://{tmp}/f{n}-{i}", *config, bare=True)
         )  # fmt: skip
     end_warmup = time.monotonic() + warmup

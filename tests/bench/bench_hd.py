@@ -89,7 +89,7 @@ def pipeline(path, seconds, tmp, tag, config=()):
     worker = start_worker(frames_ep, masks_ep, port, *config, camera="hd", bare=True)
     wait_for(lambda: scrape(port), 60, "worker metrics")
     sub = subscriber(masks_ep, "hd")
-    cap = start_capture(frames_ep, path, "--loop", "--fps", 30, *config, camera="hd", bare=True)
+    cap = start_capture(frames_ep, path, "--loop", "--live", "--fps", 30, *config, camera="hd", bare=True)
     lat, samples, shapes, first = [], [], set(), None
     t0 = time.monotonic()
     next_sample = t0

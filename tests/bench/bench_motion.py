@@ -125,7 +125,7 @@ def pipeline(seconds, warmup, tmp, config, viewer):
     worker = start_worker(frames_ep, masks_ep, port, *extra, camera="bench")
     wait_for(lambda: scrape(port), 30, "worker metrics")
     source = str(VIDEO) if VIDEO.exists() else "synthetic"
-    cap = start_capture(frames_ep, source, "--loop", "--fps", 30, camera="bench")
+    cap = start_capture(frames_ep, source, "--loop", "--live", "--fps", 30, camera="bench")
     done, got = threading.Event(), [0]
     if viewer:
         threading.Thread(target=watch, args=(f"http://127.0.0.1:{view}/stream.mjpeg", done, got), daemon=True).start()

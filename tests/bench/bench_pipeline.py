@@ -42,7 +42,7 @@ def phase(fps, seconds, tmp):
     worker = start_worker(frames, masks, wport, camera="bench")
     wait_for(lambda: scrape(wport), 30, "worker metrics")
     sub = subscriber(masks, "bench")
-    cap = start_capture(frames, source, "--loop", "--fps", fps, camera="bench")
+    cap = start_capture(frames, source, "--loop", "--live", "--fps", fps, camera="bench")
     lat, samples = [], []
     t0 = time.monotonic()
     next_sample = t0

@@ -85,6 +85,7 @@ def main():
         frames,
         VIDEO,
         "--loop",
+        "--live",
         "--fps",
         30,
         "--metrics-port",

@@ -73,7 +73,7 @@ def main():
     frames, masks, port = f"ipc://{tmp}/f", f"ipc://{tmp}/m", free_port()
     worker = start_worker(frames, masks, port, *config, camera="p", bare=True)
     wait_for(lambda: scrape(port), 60, "the worker's metrics")
-    capture = start_capture(frames, path, "--loop", "--fps", 30, *config, camera="p", bare=True)
+    capture = start_capture(frames, path, "--loop", "--live", "--fps", 30, *config, camera="p", bare=True)
     try:
         time.sleep(args.warmup)
         out = pathlib.Path(tmp) / f"{args.process}.txt"

@@ -205,3 +205,36 @@ def rtsp_server(source, port=0):
         proc.wait()
         raise AssertionError(f"RTSP server did not start: {proc.stderr.read().decode()[-2000:]}")
     return proc, int(line)
+
+
+def write_video(path, n_frames, fps, crossings, shape=(240, 320)):
+    """Write a grayscale MJPG video: a still textured background and a bright 40 x 50 box crossing it.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        An ``.avi`` file.
+    n_frames : int
+    fps : float
+        The frame rate the file declares, frames per second.
+    crossings : list of (int, int)
+        ``(first, last)`` frames (inclusive) in which a box is in view, moving 1.5 pixels a frame
+        to the right from x = 20: each is one motion event of ``(last - first) / fps`` seconds.
+    shape : (int, int)
+        ``(height, width)`` in pixels.
+    """
+    import cv2
+    import numpy as np
+
+    h, w = shape
+    rng = np.random.default_rng(0)
+    bg = cv2.GaussianBlur(rng.integers(40, 200, (h, w)).astype(np.uint8), (9, 9), 3)
+    out = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (w, h))
+    for t in range(n_frames):
+        frame = bg.copy()
+        for first, last in crossings:
+            if first <= t <= last:
+                x = int(20 + (t - first) * 1.5)
+                frame[h // 2 - 25 : h // 2 + 25, x : x + 40] = 250
+        out.write(cv2.cvtColor(frame, cv2.COLOR_GRAY2BGR))
+    out.release()

@@ -151,3 +151,17 @@ def test_the_documented_example_configuration_loads(tmp_path):
     cfg = load(str(path))
     assert [z.name for z in cfg.motion.zones] == ["driveway"] and len(cfg.motion.ignore) == 1
     assert cfg.view.port == 0 and cfg.view.address == "127.0.0.1"
+
+
+def test_every_service_flag_says_its_default():
+    """Issue 45: every flag of capture, worker, subscribe and run has help naming its default."""
+    import argparse
+
+    from streamer.cli import build_parser
+
+    subs = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for command in ("capture", "worker", "subscribe", "run"):
+        for action in subs[command]._actions:
+            if action.dest == "help":
+                continue
+            assert action.help and "default" in action.help, (command, action.option_strings, action.help)

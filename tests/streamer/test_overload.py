@@ -45,7 +45,8 @@ def test_source_2x_faster_than_the_worker_for_60_s():
     worker = start_worker(frames, masks, wport, *SLOW_WORKER)
     wait_for(lambda: scrape(wport), 20, "the worker's /metrics")
     sub = subscriber(masks, "cam1")
-    cap = start_capture(frames, video, "--loop", "--fps", FPS, "--metrics-port", cport)
+    # --live: the file stands for a camera (a file alone is never dropped: the capture would wait)
+    cap = start_capture(frames, video, "--loop", "--live", "--fps", FPS, "--metrics-port", cport)
     rss = {"worker": [], "capture": []}
     latencies = []
     done = threading.Event()

@@ -1,6 +1,7 @@
 """Capture, worker and subscriber as real OS processes over ZeroMQ on loopback."""
 
 import json
+import pathlib
 import subprocess
 import sys
 import time
@@ -304,9 +305,12 @@ def test_run_command_first_look(tmp_path):
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["masks"] >= 100 and summary["exit_codes"] == {"capture": 0, "worker": 0}
     assert summary["f_measure"] is not None and summary["f_measure"] > 0.5
-    assert (out / "contact_sheet.png").exists() and len(list(out.glob("mask_*.png"))) == summary["masks"]
+    assert summary["ended"] == "max_frames" and summary["frames"] == 120
+    run_dir = pathlib.Path(summary["output"])  # the run's own folder in out/
+    assert run_dir.parent == out and [p.name for p in out.iterdir()] == [run_dir.name]
+    assert (run_dir / "contact_sheet.png").exists() and len(list(run_dir.glob("mask_*.png"))) == summary["masks"]
     # and it says where they went
-    assert f"{summary['masks']} masks in {out}/" in proc.stderr and f"{out}/contact_sheet.png" in proc.stderr
+    assert f"{summary['masks']} masks in {run_dir}/" in proc.stderr and f"{run_dir}/contact_sheet.png" in proc.stderr
 
 
 def test_restarted_subscriber_misses_only_what_it_was_away_for(worker):

@@ -64,6 +64,10 @@ def _mutated(kind="frame", image=None, png=False, **header_changes):
         (_mutated(dtype="float64"), "dtype"),
         (_mutated(encoding="png"), "encoding"),
         (_mutated(shape=[5, 6]), "size"),
+        (_mutated(live="no"), "field"),  # a file's frame says live false, a bool
+        (_mutated(live=0), "field"),
+        (_mutated(t_read_ns=-5), "field"),
+        (_mutated(t_read_ns=1.5), "field"),
     ],
 )
 def test_malformed_messages_are_rejected_with_reason(parts, reason):
@@ -129,3 +133,39 @@ def test_a_frame_may_not_be_a_png():
     with pytest.raises(ProtocolError) as info:
         decode(parts, "frame")
     assert info.value.reason == "encoding"
+
+
+def _end(**changes):
+    from streamer.protocol import encode_end
+
+    parts = encode_end("cam1", "ep", 600, 1_000, "end_of_file", 600)
+    h = json.loads(parts[1])
+    h.update(changes)
+    return [parts[0], json.dumps(h).encode(), parts[2]]
+
+
+def test_an_end_of_stream_round_trips_and_every_malformed_one_has_a_reason():
+    """Issue 45: the capture's end of stream is a message of the protocol, validated like the others."""
+    from streamer.protocol import decode_end, encode_end, kind_of
+
+    parts = encode_end("cam1", "ep", 600, 1_000, "max_frames", 601)
+    assert kind_of(parts) == "end" and parts[0] == b"end/cam1/"
+    h = decode_end(parts)
+    assert (h["v"], h["seq"], h["reason"], h["frames"], h["encoding"]) == (1, 600, "max_frames", 601, "none")
+    with pytest.raises(ValueError, match="end reason"):
+        encode_end("cam1", "ep", 0, 0, "bored", 0)
+    bad = {
+        "field": [_end(reason="bored"), _end(frames=-1), _end(frames="9"), _end(reason=None)],
+        "encoding": [_end(encoding="raw")],
+        "version": [_end(v=2)],
+        "camera": [_end(camera="cam2")],
+    }
+    for reason, cases in bad.items():
+        for case in cases:
+            with pytest.raises(ProtocolError) as info:
+                decode_end(case)
+            assert info.value.reason == reason, case
+    with pytest.raises(ProtocolError) as info:
+        decode_end([*_end()[:2], b"x"])
+    assert info.value.reason == "size"
+    assert kind_of([b"nosuch/cam1/", b"", b""]) is None and kind_of([]) is None
