@@ -15,6 +15,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import Counter, Gauge, Histogram, make_wsgi_app
 
+from streamer.protocol import REASONS
+
 #: /healthz answers 503 when the main loop made no progress for this long (seconds).
 STALE_AFTER_S = 30.0
 _last_beat = [time.monotonic()]
@@ -156,11 +158,8 @@ SOLVER_MODES = ("warm", "cold")
 CHECKPOINT_WRITE_RESULTS = ("ok", "error")
 CHECKPOINT_RESTORE_RESULTS = ("warm", "window", "corrupt", "mismatch")
 SOCKETS = ("frames", "masks")
-#: :class:`streamer.protocol.ProtocolError` reasons, and "seq" for a repeated or old sequence number.
-REJECT_REASONS = ("parts", "topic", "header", "version", "field", "camera", "shape", "dtype", "encoding", "size", "seq")
-#: The kinds of motion events (:data:`streamer.protocol.EVENT_KINDS`); light changes and stream
-#: ends are whole-frame ("frame").
-EVENT_KINDS = ("start", "end", "light_change", "end_of_stream")
+#: :data:`streamer.protocol.REASONS`, and "seq" for a repeated or old sequence number.
+REJECT_REASONS = (*REASONS, "seq")
 
 
 class WorkerMetrics:

@@ -20,6 +20,7 @@ A message is three frames: ``[topic, header, payload]``.
 """
 
 import json
+import logging
 import re
 import secrets
 from collections.abc import Sequence
@@ -56,14 +57,30 @@ PNG_HEAD = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
 #: payload this small; larger ones cost more to copy (``tests/bench/bench_send.py``: at 30 messages
 #: a second, a 320 x 240 mask copied takes 0.4% of a core less, a 640 x 480 one 0.6% more).
 COPY_THRESHOLD = 128 * 1024
-#: A receiver logs its first 10 rejected messages, then every 100th (all are counted).
+#: A receiver logs its first ``REJECT_LOG_FIRST`` rejected messages, then every
+#: ``REJECT_LOG_EVERY``-th (all are counted): :func:`log_rejection`.
+REJECT_LOG_FIRST = 10
 REJECT_LOG_EVERY = 100
+#: Every ``reason`` a :class:`ProtocolError` gives (the label of the receivers' rejection counters).
+REASONS = ("parts", "topic", "header", "version", "field", "camera", "shape", "dtype", "encoding", "size")
+
+
+def log_rejection(log: logging.Logger, count: int, what: str, error: object) -> None:
+    """Log rejection number ``count`` (1-based) of a ``what`` ("message", "mask message"...), or not.
+
+    The first :data:`REJECT_LOG_FIRST` are logged, then every :data:`REJECT_LOG_EVERY`-th, so that
+    a flood of bad messages cannot flood the log (the caller counts every one).
+    """
+    if count <= REJECT_LOG_FIRST or count % REJECT_LOG_EVERY == 0:
+        log.warning("rejected %s #%d: %s", what, count, error)
 
 
 class ProtocolError(ValueError):
     """A message that breaks the protocol; ``reason`` is a short label for metrics."""
 
     def __init__(self, reason: str, detail: str) -> None:
+        if reason not in REASONS:
+            raise ValueError(f"ProtocolError reason {reason!r} is not one of {REASONS}")
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
 

@@ -23,13 +23,13 @@ import zmq
 from streamer import security
 from streamer.protocol import (
     MAX_SIDE,
-    REJECT_LOG_EVERY,
     Message,
     ProtocolError,
     SequenceTracker,
     decode,
     decode_event,
     kind_of,
+    log_rejection,
     topic,
 )
 
@@ -94,8 +94,7 @@ def run_subscriber(
                 msg = decode(parts, "mask")
             except ProtocolError as exc:
                 rejected += 1
-                if rejected <= 10 or rejected % REJECT_LOG_EVERY == 0:
-                    log.warning("rejected mask message #%d: %s", rejected, exc)
+                log_rejection(log, rejected, "mask message", exc)
                 continue
             lost, _ = tracker.update(msg.header["epoch"], msg.header["seq"])
             if not first and lost > 0:
@@ -145,8 +144,7 @@ def _run_events(cfg: Config, stop: threading.Event, log: logging.Logger, out: Te
                 header = decode_event(sock.recv_multipart(copy=False))
             except ProtocolError as exc:
                 rejected += 1
-                if rejected <= 10 or rejected % REJECT_LOG_EVERY == 0:
-                    log.warning("rejected event message #%d: %s", rejected, exc)
+                log_rejection(log, rejected, "event message", exc)
                 continue
             lost, _ = tracker.update(header["epoch"], header["seq"])
             gaps += max(lost, 0) if received else 0

@@ -38,7 +38,7 @@ from streamer.memory import hold_freed_heap
 from streamer.metrics import WorkerMetrics, serve, start_http
 from streamer.model_stage import ModelStage
 from streamer.motion.stage import MotionStage
-from streamer.protocol import COPY_THRESHOLD, REJECT_LOG_EVERY, Message, encode, encode_event, new_epoch
+from streamer.protocol import COPY_THRESHOLD, Message, encode, encode_event, log_rejection, new_epoch
 from streamer.threads import limit_threads
 from streamer.view import LiveView
 
@@ -211,8 +211,7 @@ class _Worker:
                 self.m.rejected[o.rejected].inc()
                 if o.rejected != "seq":
                     self.rejected += 1
-                    if self.rejected <= 10 or self.rejected % REJECT_LOG_EVERY == 0:
-                        self.log.warning("rejected message #%d: %s", self.rejected, o.error)
+                    log_rejection(self.log, self.rejected, "message", o.error)
                 continue
             if self.intake.tracker.epoch != self.stream.epoch:  # a new capture epoch: a new stream
                 self.stream = _Stream(self.intake.tracker.epoch)
