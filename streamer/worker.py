@@ -38,6 +38,7 @@ from streamer.memory import hold_freed_heap
 from streamer.metrics import WorkerMetrics, serve, start_http
 from streamer.model_stage import ModelStage
 from streamer.motion.stage import MotionStage
+from streamer.motion.zones import ZoneError
 from streamer.protocol import COPY_THRESHOLD, Message, encode, encode_event, log_rejection, new_epoch
 from streamer.threads import limit_threads
 from streamer.view import LiveView
@@ -242,7 +243,11 @@ class _Worker:
         # the frame's size in input pixels: the source's when the capture reduced it (source_shape)
         source = h.get("source_shape") or msg.image.shape
         input_shape = (int(source[0]), int(source[1]))
-        report = self.stage.process(self.motion.prepare(msg.image, input_shape), input_shape)
+        try:
+            prepared = self.motion.prepare(msg.image, input_shape)
+        except ZoneError as exc:  # the configuration's polygons do not fit this camera's frames
+            raise ConfigError(str(exc)) from None
+        report = self.stage.process(prepared, input_shape)
         if report.previous_shape is not None:
             self.m.resets.inc()
             self.log.info("frame shape changed %s -> %s: model reset", report.previous_shape, msg.image.shape)

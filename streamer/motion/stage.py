@@ -80,15 +80,14 @@ class MotionStage:
 
         Raises
         ------
-        streamer.config.ConfigError
-            If a polygon does not fit ``input_shape`` (checked once per input size).
+        streamer.motion.zones.ZoneError
+            If a polygon does not fit ``input_shape`` (checked once per size).
         """
         key = (input_shape, mask_shape)
         zm = self._maps.get(key)
         if zm is None:
             if all(i != input_shape for i, _ in self._maps):
                 self._maps.clear()
-                self.cfg.check_frame(input_shape)
             zm = self._maps[key] = ZoneMap(self.ignore, self.named, input_shape, mask_shape)
         return zm
 
@@ -104,7 +103,7 @@ class MotionStage:
 
         Raises
         ------
-        streamer.config.ConfigError
+        streamer.motion.zones.ZoneError
             If a polygon has a point outside the input frame (checked at the first frame and at
             each change of size): zones drawn for another size would be silently wrong.
         """

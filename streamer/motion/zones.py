@@ -23,8 +23,12 @@ import numpy as np
 FILL_SAMPLE_STEP = 7
 
 
+class ZoneError(ValueError):
+    """A polygon of ``[motion]`` does not fit the frames' size (a configuration error, found at a frame)."""
+
+
 def check_inside(polygon: Sequence[Sequence[float]], shape: tuple[int, int], what: str) -> None:
-    """Raise ValueError naming ``what`` if a point of ``polygon`` lies outside a frame of ``shape``.
+    """Raise :class:`ZoneError` naming ``what`` if a point of ``polygon`` lies outside a frame of ``shape``.
 
     Parameters
     ----------
@@ -38,7 +42,7 @@ def check_inside(polygon: Sequence[Sequence[float]], shape: tuple[int, int], wha
     h, w = shape
     for x, y in polygon:
         if not (0 <= x <= w - 1 and 0 <= y <= h - 1):
-            raise ValueError(
+            raise ZoneError(
                 f"{what}: point ({x:g}, {y:g}) lies outside the {w} x {h} frame (x in 0..{w - 1}, y in 0..{h - 1})"
             )
 
@@ -84,7 +88,7 @@ class ZoneMap:
 
     Raises
     ------
-    ValueError
+    ZoneError
         If a point lies outside the input frame (:func:`check_inside`).
     """
 
