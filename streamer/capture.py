@@ -23,12 +23,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import cv2
+import numpy as np
 import zmq
 
 from core.streaming.resolution import reduce_to_side
 from streamer import metrics, security
 from streamer.protocol import COPY_THRESHOLD, encode, encode_end, new_epoch
-from streamer.sources import EndOfStream, SourceError, open_source, resize
+from streamer.sources import EndOfStream, OpenCVSource, SourceError, SyntheticSource, open_source, resize
 
 if TYPE_CHECKING:
     from streamer.config import Config
@@ -74,23 +75,6 @@ class _Pacer:
             self.next_t = time.monotonic()
 
 
-def _open(c, attempt, stop, log, m_connected, m_reconnects):
-    """Open the source; on failure wait the back-off (counted). Returns (source or None, next attempt)."""
-    try:
-        source = open_source(c.source, loop=c.loop, width=c.width or None, height=c.height or None)
-    except SourceError as exc:
-        m_connected.set(0)
-        delay = backoff_delay(attempt)
-        log.warning("%s; retrying in %.1f s", exc, delay)
-        m_reconnects.inc()
-        stop.wait(delay)
-        return None, attempt + 1
-    m_connected.set(1)
-    if attempt:
-        log.info("source reopened after %d attempt(s)", attempt)
-    return source, 0
-
-
 def _send(sock: zmq.Socket, parts: list, live: bool, stop: threading.Event, beat: Callable[[], None]) -> bool:
     """Send one message; whether it went.
 
@@ -131,6 +115,115 @@ class _Clock:
         return self.t0_ns + round(n * self.period_ns)
 
 
+class _Capture:
+    """One capture's state across its loop: the socket, the source, the counters, the clock.
+
+    Parameters
+    ----------
+    cfg : streamer.config.Config
+    stop : threading.Event
+    log : logging.Logger
+    notify : callable, optional
+        sd_notify (``WATCHDOG=1`` at each :meth:`beat`).
+    """
+
+    def __init__(
+        self, cfg: Config, stop: threading.Event, log: logging.Logger, notify: Callable[[str], None] | None
+    ) -> None:
+        self.camera, self.c, self.stop, self.log, self.notify = cfg.camera, cfg.capture, stop, log, notify
+        self.m = metrics.CaptureMetrics(cfg.camera)
+        self.side = cfg.model.params().processing_side
+        c = self.c
+        ctx: zmq.Context = zmq.Context.instance()
+        self.sock = ctx.socket(zmq.PUSH)
+        self.sock.setsockopt(zmq.SNDHWM, c.sndhwm)
+        self.sock.setsockopt(zmq.LINGER, 2000)
+        self.sock.copy_threshold = COPY_THRESHOLD
+        if c.curve_secret_key and c.curve_server_key:  # set together or not at all (config validation)
+            security.make_client(self.sock, c.curve_secret_key, c.curve_server_key)
+        self.sock.connect(c.frames_endpoint)
+        self.epoch, self.seq, self.index = new_epoch(), 0, 0  # frames sent, frames read
+        self.source: SyntheticSource | OpenCVSource | None = None
+        self.attempt = 0  # failed opens in a row
+        self.live = True
+        self.pace: _Pacer | None = None  # set at the first open, from the source's own rate
+        self.clock = _Clock(None)
+
+    def beat(self) -> None:
+        """The loop made progress: /healthz's heartbeat and the systemd watchdog."""
+        metrics.beat()
+        if self.notify:
+            self.notify("WATCHDOG=1")
+
+    def open(self) -> bool:
+        """Open the source; on failure wait the back-off (counted). Whether it is open."""
+        c = self.c
+        if self.attempt == 0:
+            self.log.info("opening %s", c.source)
+        try:
+            self.source = open_source(c.source, loop=c.loop, width=c.width or None, height=c.height or None)
+        except SourceError as exc:
+            self.m.connected.set(0)
+            delay = backoff_delay(self.attempt)
+            self.log.warning("%s; retrying in %.1f s", exc, delay)
+            self.m.reconnects.inc()
+            self.stop.wait(delay)
+            self.attempt += 1
+            return False
+        self.m.connected.set(1)
+        if self.attempt:
+            self.log.info("source reopened after %d attempt(s)", self.attempt)
+        self.attempt = 0
+        self.live = self.source.live if c.live is None else c.live
+        if self.pace is None:  # the first open says the source's own rate
+            self.pace, self.clock = _start_clock(c.fps, self.source, self.live, self.log)
+        return True
+
+    def release(self) -> None:
+        """Release the source (after a failed read, or at the end)."""
+        if self.source is not None:
+            self.source.release()
+            self.source = None
+        self.m.connected.set(0)
+
+    def send(self, frame: np.ndarray) -> None:
+        """Reduce, stamp and send one frame read from the source (a refused send is a counted drop)."""
+        frame = resize(frame, self.c.width, self.c.height)
+        extra: dict[str, Any] = {}
+        if self.side and max(frame.shape) > self.side:
+            extra["source_shape"] = list(frame.shape)
+            frame = reduce_to_side(frame, self.side)
+        t_ns = self.clock.stamp(self.index)
+        if not self.live:
+            extra.update(live=False, t_read_ns=time.time_ns())
+        self.m.frames.inc()
+        self.m.last_frame.set(time.time())
+        parts = encode("frame", self.camera, self.epoch, self.seq, t_ns, frame, frame_index=self.index, **extra)
+        self.index += 1
+        if _send(self.sock, parts, self.live, self.stop, self.beat):
+            self.seq += 1
+        else:
+            self.m.dropped["hwm"].inc()
+
+    def end(self, reason: str) -> None:
+        """Send the end of the stream after its last frame, and let the socket deliver it."""
+        parts = encode_end(self.camera, self.epoch, self.seq, self.clock.stamp(self.index), reason, self.index)
+        _send(self.sock, parts, False, self.stop, self.beat)
+        if not self.stop.is_set():
+            # the queued frames and the end reach a busy worker before the socket goes
+            self.sock.setsockopt(zmq.LINGER, END_LINGER_MS)
+
+    def close(self) -> None:
+        self.release()
+        self.sock.close()
+        self.log.info(
+            "stopped after %d frames (%d sent, %d refused at the high-water mark)",
+            self.index,
+            self.seq,
+            self.index - self.seq,
+        )
+
+
 def run_capture(
     cfg: Config, stop: threading.Event, log: logging.Logger, notify: Callable[[str], None] | None = None
 ) -> int:
@@ -154,103 +247,49 @@ def run_capture(
     int
         Exit status: 0.
     """
-    camera, c = cfg.camera, cfg.capture
+    c = cfg.capture
     # One OpenCV thread: a capture's conversions are small, and on a shared machine OpenCV's pool
     # would spin against the workers (FFmpeg decodes on one thread too, streamer.sources).
     cv2.setNumThreads(1)
-    metrics.serve(c.metrics_port, "capture", camera, c.metrics_address)
-    m_frames = metrics.capture_frames.labels(camera)
-    m_hwm = metrics.capture_dropped.labels(camera, "hwm")
-    m_reconnects = metrics.capture_reconnects.labels(camera)
-    m_connected = metrics.capture_connected.labels(camera)
-    m_last = metrics.capture_last_frame.labels(camera)
-
-    def beat() -> None:
-        metrics.beat()
-        if notify:
-            notify("WATCHDOG=1")
-
-    ctx: zmq.Context = zmq.Context.instance()
-    sock = ctx.socket(zmq.PUSH)
-    sock.setsockopt(zmq.SNDHWM, c.sndhwm)
-    sock.setsockopt(zmq.LINGER, 2000)
-    sock.copy_threshold = COPY_THRESHOLD
-    if c.curve_secret_key and c.curve_server_key:  # set together or not at all (config validation)
-        security.make_client(sock, c.curve_secret_key, c.curve_server_key)
-    sock.connect(c.frames_endpoint)
-    epoch, seq, index = new_epoch(), 0, 0
-    log.info("epoch %s: %s -> %s", epoch, c.source, c.frames_endpoint)
+    metrics.serve(c.metrics_port, "capture", cfg.camera, c.metrics_address)
+    cap = _Capture(cfg, stop, log, notify)
+    log.info("epoch %s: %s -> %s", cap.epoch, c.source, c.frames_endpoint)
     if notify:
         notify("READY=1")
-    model = cfg.model.params()
-    side = model.processing_side
-    if side:
-        log.info("frames with a side over %d sent reduced to the processing resolution", side)
-    source, attempt, end = None, 0, None
-    pace: _Pacer | None = None
-    clock = _Clock(None)
-    live = True
+    if cap.side:
+        log.info("frames with a side over %d sent reduced to the processing resolution", cap.side)
+    end = None
     try:
         while not stop.is_set():
-            beat()
-            if c.max_frames and index >= c.max_frames:
+            cap.beat()
+            if c.max_frames and cap.index >= c.max_frames:
                 end = "max_frames"
                 break
-            if source is None:
-                if attempt == 0:
-                    log.info("opening %s", c.source)
-                source, attempt = _open(c, attempt, stop, log, m_connected, m_reconnects)
-                if source is None:
-                    continue
-                live = source.live if c.live is None else c.live
-                if pace is None:  # the first open says the source's own rate
-                    pace, clock = _start_clock(c.fps, source, live, log)
+            if cap.source is None and not cap.open():
+                continue
+            assert cap.source is not None and cap.pace is not None
             try:
-                frame = source.read()
+                frame = cap.source.read()
             except EndOfStream as exc:
                 log.info("%s", exc)
                 end = "end_of_file"
                 break
             except SourceError as exc:
                 log.warning("%s; reopening", exc)
-                source.release()
-                source = None
-                m_connected.set(0)
+                cap.release()
                 continue
-            frame = resize(frame, c.width, c.height)
-            extra: dict[str, Any] = {}
-            if side and max(frame.shape) > side:
-                extra["source_shape"] = list(frame.shape)
-                frame = reduce_to_side(frame, side)
-            t_ns = clock.stamp(index)
-            if not live:
-                extra.update(live=False, t_read_ns=time.time_ns())
-            m_frames.inc()
-            m_last.set(time.time())
-            parts = encode("frame", camera, epoch, seq, t_ns, frame, frame_index=index, **extra)
-            index += 1
-            if _send(sock, parts, live, stop, beat):
-                seq += 1
-            else:
-                m_hwm.inc()
-            assert pace is not None
-            pace.wait(stop)
+            cap.send(frame)
+            cap.pace.wait(stop)
         if end is not None:
-            t_end = clock.stamp(index)
-            _send(sock, encode_end(camera, epoch, seq, t_end, end, index), False, stop, beat)
-            if not stop.is_set():
-                # the queued frames and the end reach a busy worker before the socket goes
-                sock.setsockopt(zmq.LINGER, END_LINGER_MS)
+            cap.end(end)
     finally:
-        if source is not None:
-            source.release()
-        m_connected.set(0)
-        sock.close()
-        log.info("stopped after %d frames (%d sent, %d refused at the high-water mark)", index, seq, index - seq)
+        cap.close()
     return 0
 
 
-def _start_clock(fps: float | None, source: Any, live: bool, log: logging.Logger) -> tuple[_Pacer, _Clock]:
+def _start_clock(
+    fps: float | None, source: SyntheticSource | OpenCVSource, live: bool, log: logging.Logger
+) -> tuple[_Pacer, _Clock]:
     """The pace (frames a second sent) and the frames' clock, from ``capture.fps`` and the open source.
 
     A file played as live (``capture.live``, a camera's stand-in in the benchmarks) keeps its own

@@ -162,6 +162,22 @@ SOCKETS = ("frames", "masks")
 REJECT_REASONS = (*REASONS, "seq")
 
 
+class CaptureMetrics:
+    """The capture's series, bound to one camera.
+
+    Parameters
+    ----------
+    camera : str
+    """
+
+    def __init__(self, camera: str) -> None:
+        self.frames = capture_frames.labels(camera)
+        self.dropped = {r: capture_dropped.labels(camera, r) for r in CAPTURE_DROP_REASONS}
+        self.reconnects = capture_reconnects.labels(camera)
+        self.connected = capture_connected.labels(camera)
+        self.last_frame = capture_last_frame.labels(camera)
+
+
 class WorkerMetrics:
     """The worker's series, bound to one camera (label values from the tuples above).
 
@@ -241,10 +257,7 @@ def serve(
     """
     build_info.labels(__version__, platform.python_version(), role, camera).set(1)
     if role == "capture":
-        for m in (capture_frames, capture_reconnects, capture_connected, capture_last_frame):
-            m.labels(camera)
-        for reason in CAPTURE_DROP_REASONS:
-            capture_dropped.labels(camera, reason)
+        CaptureMetrics(camera)  # creates every capture series at 0
     else:
         WorkerMetrics(camera, zones)  # creates every worker series at 0
     beat()
