@@ -121,7 +121,8 @@ def _child(args: list[str]) -> subprocess.Popen:
         [sys.executable, "-m", "streamer", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        text=True,
+        encoding="utf-8",
+        errors="replace",  # a stray byte must not end the relay (the child would then block on a full pipe)
         env=dict(os.environ, PYTHONUNBUFFERED="1"),
     )
 
