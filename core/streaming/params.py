@@ -133,9 +133,8 @@ class BackgroundParams:
     )
     rank: int = knob(
         12,
-        "Dictionary size r, at most min(height, width) of the processing resolution. 12 with "
-        "refit_max_iter 13 costs three quarters of 20 with 15 per refit, for the same CDnet mean F "
-        "(issue 26).",
+        "Dictionary size r, at most min(height, width) of the processing resolution. A refit's "
+        "products grow with it; most of a refit is passes over the window's pixels, which do not.",
         "",
         1,
         1000,
@@ -154,8 +153,8 @@ class BackgroundParams:
     alpha: float = knob(1e-2, "Weight of |R|_1 (the paper's default).", "", 0, None, low_open=True)
     refit_interval: int = knob(
         80,
-        "Frames between window refits (warm-started KDRSDL). 80 and 15 iterations cost a quarter of "
-        "40 and 30 (issue 26), for a mean F over the CDnet sequences within 0.002 of theirs.",
+        "Frames between window refits (warm-started KDRSDL). Fewer frames follow a changing "
+        "background sooner and cost more CPU (docs/results.md, \"Cameras per core\").",
         "frames",
         1,
         None,
@@ -165,8 +164,7 @@ class BackgroundParams:
         "Refits come refit_interval x this frames apart while the background holds still: at "
         "two refits in a row (core.streaming.window.STILL_REFITS), each moved M by more than "
         "half its band at fewer than refit_still_fraction of the pixels; the first refit that "
-        "moves it more brings refit_interval back. 2: 17 refits instead of 24 in bench_hd's run of "
-        "the motorway video (the 5 cold ones included), for the same CDnet mean F (issue 26); 1 = off.",
+        "moves it more brings refit_interval back. 1 = off.",
         "",
         1,
         100,
@@ -205,10 +203,10 @@ class BackgroundParams:
         1,
         "The refits solve the window reduced by this factor on each side (area means, alpha / "
         "refit_scale), and the background, its spread and the samples are lifted back to the "
-        "processing resolution (core.streaming.coarse). 2 costs 0.3-0.45x the CPU per refit, for a "
-        "mean F over the CDnet sequences 0.002 lower (fall 0.024 lower; issue 26), and an object "
-        "that stops may stay foreground for good (two synthetic scenes of five; "
-        "tests/core/test_coarse.py). 1 = at the processing resolution. frame_model 'last' and "
+        "processing resolution (core.streaming.coarse). 2 costs 0.3-0.45x the CPU per refit and "
+        "some accuracy where the background moves (docs/results.md, \"Cameras per core\"); an object "
+        "that stops may stay foreground for good (tests/core/test_coarse.py). 1 = at the "
+        "processing resolution. frame_model 'last' and "
         "'fit' read the dictionary at that resolution: with them the refits ignore this knob.",
         "",
         1,
