@@ -154,7 +154,7 @@ class BackgroundParams:
     refit_interval: int = knob(
         80,
         "Frames between window refits (warm-started KDRSDL). Fewer frames follow a changing "
-        "background sooner and cost more CPU (docs/results.md, \"Cameras per core\").",
+        'background sooner and cost more CPU (docs/results.md, "Cameras per core").',
         "frames",
         1,
         None,
@@ -204,7 +204,7 @@ class BackgroundParams:
         "The refits solve the window reduced by this factor on each side (area means, alpha / "
         "refit_scale), and the background, its spread and the samples are lifted back to the "
         "processing resolution (core.streaming.coarse). 2 costs 0.3-0.45x the CPU per refit and "
-        "some accuracy where the background moves (docs/results.md, \"Cameras per core\"); an object "
+        'some accuracy where the background moves (docs/results.md, "Cameras per core"); an object '
         "that stops may stay foreground for good (tests/core/test_coarse.py). 1 = at the "
         "processing resolution. frame_model 'last' and "
         "'fit' read the dictionary at that resolution: with them the refits ignore this knob.",
