@@ -41,6 +41,8 @@ FILE_FPS_UNKNOWN = 25.0
 #: Milliseconds the capture waits at exit for its queued frames and its end of stream to reach the
 #: worker (a worker 4 frames behind at 1280 x 720 needs well under a second; a gone worker costs this long).
 END_LINGER_MS = 30_000
+#: Seconds a live source's end of stream waits for room at the high-water mark.
+END_WAIT_LIVE_S = 2.0
 BACKOFF_INITIAL_S = 0.5
 #: Cap of the reopen delay (seconds): a source that comes back is in use again
 #: within about this long plus its open time (~0.3 s for RTSP); a failed attempt
@@ -75,19 +77,27 @@ class _Pacer:
             self.next_t = time.monotonic()
 
 
-def _send(sock: zmq.Socket, parts: list, live: bool, stop: threading.Event, beat: Callable[[], None]) -> bool:
+def _send(
+    sock: zmq.Socket,
+    parts: list,
+    wait_s: float | None,
+    stop: threading.Event,
+    beat: Callable[[], None],
+) -> bool:
     """Send one message; whether it went.
 
-    A live source's message is refused at once when the high-water mark is reached (the caller
-    counts the drop); a file's waits for room (back-pressure: the worker takes frames as it
-    processes them) until it goes or ``stop`` is set, calling ``beat`` (the watchdog) meanwhile.
+    At the high-water mark a message waits for room up to ``wait_s`` seconds (0: a live source's
+    frame, refused at once, the caller counts the drop; None: a file's, which waits until it goes
+    or ``stop`` is set: back-pressure, the worker takes frames as it processes them), calling
+    ``beat`` (the watchdog) meanwhile.
     """
+    deadline = None if wait_s is None else time.monotonic() + wait_s
     while True:
         try:
             sock.send_multipart(parts, flags=zmq.NOBLOCK, copy=False)
             return True
         except zmq.Again:
-            if live or stop.is_set():
+            if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
                 return False
             beat()
             sock.poll(POLL_MS, zmq.POLLOUT)
@@ -200,16 +210,23 @@ class _Capture:
         self.m.last_frame.set(time.time())
         parts = encode("frame", self.camera, self.epoch, self.seq, t_ns, frame, frame_index=self.index, **extra)
         self.index += 1
-        if _send(self.sock, parts, self.live, self.stop, self.beat):
+        if _send(self.sock, parts, 0.0 if self.live else None, self.stop, self.beat):
             self.seq += 1
         else:
             self.m.dropped["hwm"].inc()
 
     def end(self, reason: str) -> None:
-        """Send the end of the stream after its last frame, and let the socket deliver it."""
+        """Send the end of the stream after its last frame, and let the socket deliver it.
+
+        A file's end waits for room as its frames did, and the socket then waits up to
+        :data:`END_LINGER_MS` at close for the worker to take them. A live source's end waits at
+        most :data:`END_WAIT_LIVE_S` (a worker that is gone must not hold the capture's exit).
+        """
         parts = encode_end(self.camera, self.epoch, self.seq, self.clock.stamp(self.index), reason, self.index)
-        _send(self.sock, parts, False, self.stop, self.beat)
-        if not self.stop.is_set():
+        if not _send(self.sock, parts, END_WAIT_LIVE_S if self.live else None, self.stop, self.beat):
+            self.log.warning("the end of the stream (%s) could not be queued: no worker takes frames", reason)
+            return
+        if not self.stop.is_set() and not self.live:
             # the queued frames and the end reach a busy worker before the socket goes
             self.sock.setsockopt(zmq.LINGER, END_LINGER_MS)
 

@@ -122,11 +122,11 @@ def pusher(endpoint):
     return push
 
 
-def subscriber(endpoint, camera, timeout=10):
-    """A SUB socket on ``mask/<camera>/``, returned once its connection is established."""
+def subscriber(endpoint, camera, timeout=10, kind="mask"):
+    """A SUB socket on ``<kind>/<camera>/`` (masks by default), returned once its connection is established."""
     ctx = zmq.Context.instance()
     sub = ctx.socket(zmq.SUB)
-    sub.setsockopt(zmq.SUBSCRIBE, f"mask/{camera}/".encode())
+    sub.setsockopt(zmq.SUBSCRIBE, f"{kind}/{camera}/".encode())
     sub.setsockopt(zmq.LINGER, 0)
     mon = sub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_CONNECTED)
     sub.connect(endpoint)

@@ -28,7 +28,7 @@ from helpers import (
 )
 
 from core.evaluation.scene import SyntheticScene
-from streamer.protocol import decode, encode
+from streamer.protocol import decode, decode_event, encode
 
 
 @pytest.fixture
@@ -351,6 +351,7 @@ def test_a_change_of_light_is_reported_in_the_header_and_counted(worker):
     """
     frames, masks_ep, port, _ = worker
     sub = subscriber(masks_ep, "cam1")
+    events = subscriber(masks_ep, "cam1", kind="event")  # the same socket's event topic
     push = pusher(frames)
     scene = SyntheticScene(60, 80, n_objects=2, drift=0.0, seed=4)
     headers, false_fg = [], []
@@ -390,8 +391,18 @@ def test_a_change_of_light_is_reported_in_the_header_and_counted(worker):
         "the worker to count the last frame",
     )
     assert metric(s, "kdrsdl_light_changes_total", camera="cam1") == len(lights)
+    # each is an event on event/cam1/ too, counted by kind
+    got = []
+    while events.poll(2000):
+        got.append(decode_event(events.recv_multipart()))
+    light_events = [(e["frame_seq"], e["gain"]) for e in got if e["event"] == "light_change"]
+    assert [f for f, _ in light_events] == [f for f, _ in lights], got
+    assert all(g == pytest.approx(lc["gain"], abs=1e-6) for (_, g), (_, lc) in zip(light_events, lights, strict=True))
+    kind = {"camera": "cam1", "zone": "frame", "kind": "light_change"}
+    assert metric(s, "kdrsdl_motion_events_total", **kind) == len(lights)
     push.close()
     sub.close()
+    events.close()
 
 
 def test_log_level_and_metrics_address_flags(tmp_path):
@@ -412,8 +423,9 @@ def test_log_level_and_metrics_address_flags(tmp_path):
     rc, _, err = stop(proc)
     assert rc == 0, err[-2000:]
     assert "INFO" not in err and "listening on" not in err  # the info lines are below the level
-    proc = start_worker(tcp(), tcp(), 0, "--log-level", "debug")
-    time.sleep(1.0)
+    port = free_port()
+    proc = start_worker(tcp(), tcp(), port, "--log-level", "debug")
+    wait_for(lambda: scrape(port), 20, "the worker's /metrics")  # up: its sockets are bound, logged
     rc, _, err = stop(proc)
     assert rc == 0 and "INFO worker[cam1] listening on" in err, err[-2000:]
 
@@ -424,8 +436,8 @@ def test_subscribe_output_keeps_the_newest_files(worker, tmp_path):
     out = tmp_path / "masks"
     sub = kdrsdl("subscribe", "--camera", "cam1", "--masks-endpoint", masks_ep, "--output", out, "--keep", 5,
                  "--count", 20)  # fmt: skip
-    time.sleep(1.0)  # the subscription is up before the first mask
-    cap = start_capture(frames, "synthetic:64x48", "--fps", 30, "--max-frames", 60)
+    # the capture runs until the subscriber has its 20 masks, however late its subscription is up
+    cap = start_capture(frames, "synthetic:64x48", "--fps", 30)
     sub.wait(timeout=60)
     rc, printed, err = stop(sub)
     stop(cap)
@@ -475,3 +487,69 @@ def test_the_capture_sends_frames_reduced_to_the_processing_size(tmp_path, model
             assert msg.header["source_shape"] == [480, 640]
             np.testing.assert_array_equal(msg.image, reduce(full, (240, 320)))
     assert ("frames with a side over 360 sent reduced" in err) == (sent == [240, 320])
+
+
+def test_a_capture_with_no_worker_counts_every_frame_it_could_not_send_and_still_exits(tmp_path):
+    """A live source whose worker is absent: frames past the high-water mark are counted drops
+    (read = sent + refused), and at max_frames the capture exits without waiting for a worker."""
+    port = free_port()
+    frames = f"ipc://{tmp_path}/nobody"  # no worker binds it
+    cap = start_capture(frames, "synthetic:160x120", "--fps", 200, "--max-frames", 600, "--metrics-port", port)
+    s = wait_for(
+        lambda: (lambda s: s if s and metric(s, "kdrsdl_capture_frames_total", camera="cam1") >= 100 else None)(
+            scrape(port)
+        ),
+        30,
+        "100 frames read",
+    )
+    dropped = metric(s, "kdrsdl_capture_frames_dropped_total", camera="cam1", reason="hwm")
+    read = metric(s, "kdrsdl_capture_frames_total", camera="cam1")
+    # the queue toward a worker that is not there holds sndhwm (4) frames, and ZeroMQ's pipe
+    # a few more: every other frame read is a counted drop
+    assert read - 10 <= dropped < read, (read, dropped)
+    # it ends on its own: at 200 fps the 600 frames take 3 s, the end of the stream waits 2 s for
+    # room, the socket 2 s at close; 60 s for a busy machine
+    cap.wait(timeout=60)
+    rc, _, err = stop(cap)
+    assert rc == 0, err[-2000:]
+    assert "the end of the stream (max_frames) could not be queued" in err, err[-2000:]
+    n, sent = sent_from_log(err)
+    assert n == 600 and sent <= 10 and n - sent >= dropped, err[-2000:]
+
+
+def test_the_capture_resizes_to_width_and_height(worker):
+    frames, masks_ep, port, _ = worker
+    sub = subscriber(masks_ep, "cam1")
+    cap = start_capture(frames, "synthetic:160x120", "--width", 80, "--height", 60, "--fps", 50, "--max-frames", 40)
+    got = _drain(sub, 20, 60)
+    rc, _, err = stop(cap, timeout=60)
+    assert rc == 0, err[-2000:]
+    assert len(got) == 20 and all(m.image.shape == (60, 80) for m in got)
+    assert all(m.header["input_shape"] == [60, 80] and "source_shape" not in m.header for m in got)
+    sub.close()
+
+
+def test_the_readme_mask_consumer_prints_what_the_worker_sends(worker, tmp_path):
+    """The README's raw-ZeroMQ mask subscriber, run as a user runs it, against a real worker."""
+    import re
+
+    from conftest import ROOT
+
+    frames, masks_ep, _, _ = worker
+    readme = (ROOT / "README.md").read_text()
+    code = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if 'b"mask/cam1/"' in b)
+    script = tmp_path / "masks.py"
+    script.write_text(code.replace("tcp://127.0.0.1:5560", masks_ep))
+    consumer = subprocess.Popen([sys.executable, "-u", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cap = start_capture(frames, "synthetic:64x48", "--fps", 30)  # until the consumer has printed
+    try:
+        lines = [consumer.stdout.readline().decode() for _ in range(5)]
+    finally:
+        consumer.terminate()
+        _, err = consumer.communicate(timeout=10)
+        stop(cap)
+    # each line: frame_seq, fg_ratio, latency_s, light_change (None: no change of light)
+    for line in lines:
+        assert re.fullmatch(r"\d+ [0-9.e-]+ [0-9.e-]+ None\n", line), (lines, err.decode()[-2000:])
+    seqs = [int(line.split()[0]) for line in lines]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 5
