@@ -4,7 +4,7 @@ A refit allocates and frees about six window-sized temporaries (50 MiB at 320 x 
 on its own thread. glibc gives that thread an arena of its own, made of 64 MiB heaps, and unmaps
 a heap as soon as it is empty, whatever its thresholds. Every refit then faulted its temporaries
 back in, the kernel zeroing each page: a fifth of the refit thread's CPU at 320 x 240
-(docs/results.md, "Cameras per core", eleventh step).
+(docs/results.md, "Cameras per core").
 
 :func:`hold_freed_heap` sets glibc's allocator (``mallopt``) so that the process keeps those
 pages: one arena for every thread (the main heap, which honours the trim threshold), arrays up

@@ -79,7 +79,7 @@ class FrameResult:
         """Foreground score |x - L| in [0, 1] at the processing resolution, float32 (hp, wp).
 
         Made at its first access: the per-pixel bands do not read it, and at a 30-fps frame it
-        cost 0.07 ms (docs/results.md, "Cameras per core", twelfth step). ``score`` has it at the
+        cost 0.07 ms (docs/results.md, "Cameras per core"). ``score`` has it at the
         mask's resolution.
         """
         score: np.ndarray = cv2.absdiff(self.frame_processing, self.background_processing)  # one pass

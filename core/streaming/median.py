@@ -3,7 +3,7 @@
 ``np.median`` sorts out NaNs, axes, ``out`` and masked arrays before it partitions: at a 30-fps
 frame, with its code cold after the wait, that costs 0.2 ms for the 4,800 values of the global
 offset (``core.streaming.frame_model``), ten times the partition itself (docs/results.md,
-"Cameras per core", twelfth step). :func:`median` partitions and takes the middle, and returns
+"Cameras per core"). :func:`median` partitions and takes the middle, and returns
 ``np.median``'s value to the bit (``tests/core/test_median.py``).
 """
 

@@ -41,11 +41,11 @@ _NEIGHBOURS = np.array([(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy
 #: than the rows a round skips (motorway video, 20-190 pixels: 0.45 against 0.52 ms a match, cold
 #: caches). Many: the rounds read fewer rows, since a pixel leaves them at its first match (fall,
 #: 1,600-2,800 pixels: all in one gather costs 1.51 against 1.30 ms).
-#: docs/results.md, "Cameras per core" (its tenth step).
+#: docs/results.md, "Cameras per core".
 NEIGHBOUR_GATHER_ROWS = 4096
 #: Frames whose random generators are made at once. ``default_rng((seed, t))`` made at each
 #: frame cost 0.14 ms of a 30-fps frame's CPU (its code cold after the wait); made 64 at a time,
-#: 0.02 ms a frame (docs/results.md, "Cameras per core", twelfth step).
+#: 0.02 ms a frame (docs/results.md, "Cameras per core").
 RNG_BLOCK = 64
 
 

@@ -9,7 +9,7 @@ runs it. This happens in two child processes: one with glibc's defaults, one aft
 :func:`streamer.memory.hold_freed_heap`, as the worker calls it. Printed, for each refit: the
 thread's user and system CPU (seconds) and its minor page faults. By default each refit's thread
 gets heaps of its own and faults its temporaries in afresh; held, it reuses the main heap that the
-inline refits before it left (docs/results.md, "Cameras per core", eleventh step).
+inline refits before it left (docs/results.md, "Cameras per core").
 """
 
 import argparse

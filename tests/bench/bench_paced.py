@@ -9,11 +9,11 @@ refits, twice: back to back, then one frame every 1/30 s (the wait is a sleep, a
 poll). Printed: the median CPU time of the frames' thread per frame, over the frames after the
 300th that installed no refit, milliseconds. One OpenCV thread. The difference between the two
 is what a frame costs for arriving at 30 fps: its code and data are cold after the wait
-(docs/results.md, "Cameras per core", tenth step).
+(docs/results.md, "Cameras per core").
 
 With ``--steps``, the paced run also times the model's steps (:data:`STEPS`, each wrapped in a
 timer of the thread's CPU time) and prints each one's median per frame over the same frames: where
-a 30-fps frame's time goes (the twelfth step). The timers add a little to the frame's own figure.
+a 30-fps frame's time goes. The timers add a little to the frame's own figure.
 """
 
 import argparse

@@ -151,7 +151,7 @@ def test_with_coarse_refits_a_still_object_still_fades_in_the_end():
     # spread narrow, and the update kept it out of the window for good. The margin is narrow, which
     # is why coarse refits are off by default: at those knobs the object stayed for good on one
     # scene of five (still_object_fade, seed 4), and at today's rank 12 and 13 iterations on two
-    # (seeds 1 and 5; docs/results.md, "Cameras per core", thirteenth step).
+    # (seeds 1 and 5; docs/results.md, "Cameras per core").
     # Pinned without the warm-up's learning (warmup_entries 0, the behaviour it was measured with):
     # with the default 16 entries this scene's coarse solve keeps the object for good (recall 1.0
     # at frame 850), the fixed point that docs/algorithm.md, "Coarse refits", describes.
