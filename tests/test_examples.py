@@ -30,17 +30,18 @@ def test_masks_from_video_writes_a_mask_per_frame_that_finds_the_objects(tmp_pat
     assert proc.stdout.strip() == f"{n} masks in {out}"
     masks = sorted(out.glob("mask_*.png"))
     assert len(masks) == n
-    # the masks find the objects and little else. Refits are threaded and the file is read as fast
-    # as it decodes, so how many refits have landed by the end depends on the machine's load, and
-    # the bounds are loose: over the last 40 frames, recall 0.99-1.0 and 4-6% of the background
-    # flagged on a quiet machine, recall 0.78 and 7% in a CI run beside other jobs, recall 0.87 and
-    # 19.7% in another (the scene's periodic objects leave soft ghosts where the model is behind;
-    # an all-foreground mask would flag 100%). The model's accuracy is tested with inline refits
-    # elsewhere (tests/core/test_background.py).
+    # the masks find the objects and little else. Over the last 40 frames, measured on 2026-11-27
+    # with a CI run on the other core (three runs): recall 0.954 and 0.23% of the background
+    # flagged (the model v3 flagged 4-20%: soft ghosts where its threaded refits were behind; the
+    # warm-up learning and the ghost test of v4 leave none). Refits are threaded and the file is
+    # read as fast as it decodes, so a busier machine lands fewer refits by the end: the bounds
+    # leave recall 0.15 below the measure and 20 times the false foreground (an all-foreground
+    # mask would flag 100%). The model's accuracy is tested with inline refits elsewhere
+    # (tests/core/test_background.py).
     recall, false = [], []
     for t in range(n - 40, n):
         mask = cv2.imread(str(masks[t]), cv2.IMREAD_GRAYSCALE) > 127
         truth = scene.fgmask(t)
         recall.append(np.mean(mask[truth]))
         false.append(np.mean(mask[~truth]))
-    assert np.mean(recall) > 0.5 and np.mean(false) < 0.3, (np.mean(recall), np.mean(false))
+    assert np.mean(recall) > 0.8 and np.mean(false) < 0.05, (np.mean(recall), np.mean(false))
