@@ -1,7 +1,8 @@
 """A mask subscriber: SUB on ``mask/<camera>/``, validated, gaps counted, PNGs optional; or events.
 
 With ``events`` set it subscribes to ``event/<camera>/`` instead and prints each motion event's
-header as a JSON line (:mod:`streamer.motion.events`).
+header as a JSON line (:mod:`streamer.motion.events`). It logs "connected to <endpoint>" once its
+connection to the worker is up.
 
 Any ZeroMQ SUB socket in any language can do the same (docs/design.md, "Wire format").
 """
@@ -74,6 +75,7 @@ def run_subscriber(
     if s.events:
         return _run_events(cfg, stop, log, out)
     sock = _socket(s, cfg.camera)
+    connected = _Connected(sock, s.masks_endpoint, log)
     if on_event is not None:
         sock.setsockopt(zmq.SUBSCRIBE, topic("event", cfg.camera))
     if s.output:
@@ -84,6 +86,7 @@ def run_subscriber(
     first = True
     try:
         while not stop.is_set() and not (s.count and received >= s.count):
+            connected.check()
             if not sock.poll(200):
                 continue
             try:
@@ -110,6 +113,7 @@ def run_subscriber(
             else:
                 print(json.dumps({k: msg.header.get(k) for k in PRINTED}), file=out, flush=True)
     finally:
+        connected.close()
         sock.close()
     return {"received": received, "gaps": gaps, "rejected": rejected}
 
@@ -134,10 +138,12 @@ def _run_events(cfg: Config, stop: threading.Event, log: logging.Logger, out: Te
     """Print every event of ``event/<camera>/`` as a JSON line until stopped or ``count`` arrived."""
     s = cfg.subscribe
     sock = _socket(s, cfg.camera, "event")
+    connected = _Connected(sock, s.masks_endpoint, log)
     tracker = SequenceTracker()
     received = gaps = rejected = 0
     try:
         while not stop.is_set() and not (s.count and received >= s.count):
+            connected.check()
             if not sock.poll(200):
                 continue
             try:
@@ -151,8 +157,33 @@ def _run_events(cfg: Config, stop: threading.Event, log: logging.Logger, out: Te
             received += 1
             print(json.dumps(header), file=out, flush=True)
     finally:
+        connected.close()
         sock.close()
     return {"received": received, "gaps": gaps, "rejected": rejected}
+
+
+class _Connected:
+    """Logs once, "connected to <endpoint>", when the SUB socket's connection is up (its ZMTP
+    handshake done, CURVE's included): the subscriber's readiness, for an operator or a script
+    to wait for. The subscription itself travels right after it."""
+
+    def __init__(self, sock: zmq.Socket, endpoint: str, log: logging.Logger) -> None:
+        self.sock, self.endpoint, self.log = sock, endpoint, log
+        self.mon: zmq.Socket | None = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+
+    def check(self) -> None:
+        """Log the connection if it came up since the last call (no wait)."""
+        if self.mon is None or not self.mon.poll(0):
+            return
+        self.mon.recv_multipart()
+        self.log.info("connected to %s", self.endpoint)
+        self.close()
+
+    def close(self) -> None:
+        if self.mon is not None:
+            self.sock.disable_monitor()
+            self.mon.close()
+            self.mon = None
 
 
 def _socket(s, camera, kind="mask"):

@@ -1,11 +1,13 @@
 """Real processes and real sockets for the service tests."""
 
 import os
+import queue
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -140,6 +142,31 @@ def subscriber(endpoint, camera, timeout=10, kind="mask"):
     mon.close()
     time.sleep(0.1)  # the subscription travels right after the handshake
     return sub
+
+
+def wait_for_line(proc, text, timeout):
+    """Read ``proc``'s stderr (bytes) until a line holds ``text``; the lines read.
+
+    The readiness signal of a process that logs it (``kdrsdl subscribe``: "connected to"). The
+    rest of its stderr stays in the pipe for ``communicate``.
+    """
+    lines, found = [], queue.Queue()
+
+    def read():
+        for raw in iter(proc.stderr.readline, b""):
+            lines.append(raw.decode(errors="replace"))
+            if text in lines[-1]:
+                found.put(True)
+                return
+        found.put(False)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        ok = found.get(timeout=timeout)
+    except queue.Empty:
+        ok = False
+    assert ok, f"no line with {text!r} within {timeout} s: {''.join(lines)[-2000:]}"
+    return lines
 
 
 def receive(sub, timeout):

@@ -12,7 +12,20 @@ import time
 import numpy as np
 import pytest
 import zmq
-from helpers import free_port, kdrsdl, metric, pusher, receive, scrape, start_worker, stop, subscriber, tcp, wait_for
+from helpers import (
+    free_port,
+    kdrsdl,
+    metric,
+    pusher,
+    receive,
+    scrape,
+    start_worker,
+    stop,
+    subscriber,
+    tcp,
+    wait_for,
+    wait_for_line,
+)
 
 from streamer.motion.regions import find_regions
 from streamer.motion.zones import rasterise
@@ -307,7 +320,7 @@ def test_a_zone_outside_the_first_frame_stops_the_worker_with_a_configuration_er
 def test_subscribe_events_prints_each_event_as_a_json_line(tmp_path):
     run = Run(tmp_path)
     printer = kdrsdl("subscribe", "--camera", "cam1", "--masks-endpoint", run.masks, "--events", "--count", 2)
-    time.sleep(1.5)  # the subscription travels before the first event
+    wait_for_line(printer, "connected to", 30)  # its readiness; the subscription travels right after it
     for t in range(ENTER + W // SPEED + QUIET + 2):
         run.send(t)
     out, err = printer.communicate(timeout=30)
@@ -330,13 +343,14 @@ def test_the_readme_event_consumer_prints_what_the_worker_sends(tmp_path):
     script = tmp_path / "consumer.py"
     script.write_text(code.replace("tcp://127.0.0.1:5560", run.masks))
     consumer = subprocess.Popen([sys.executable, "-u", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(1.5)  # the subscription travels before the first event
+    # the README's code has no readiness signal of its own: its connection gets the frames before
+    # the door enters, 1.5 s in all, to come up
+    time.sleep(1.5)
     for t in range(ENTER + W // SPEED + QUIET + 2):
         run.send(t)
-    time.sleep(0.5)
+    lines = [consumer.stdout.readline().decode().rstrip("\n") for _ in range(2)]  # start, then end
     consumer.terminate()
-    out, err = consumer.communicate(timeout=10)
+    _, err = consumer.communicate(timeout=10)
     run.close()
-    lines = out.decode().splitlines()
     assert lines[0] == "door start", (lines, err.decode()[-2000:])
     assert re.fullmatch(r"door: motion for \d+\.\d s, peak \d+%, box \[\d+, \d+, \d+, \d+\]", lines[1]), lines
