@@ -1,6 +1,7 @@
 """Process lifecycle: SIGTERM/SIGINT set a stop event; logging to stderr."""
 
 import logging
+import re
 import signal
 import sys
 import threading
@@ -24,6 +25,10 @@ def install_stop_handlers() -> StopEvent:
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     return stop
+
+
+#: A line that :func:`setup_logging` writes, parsed (``kdrsdl run`` reads its children's lines).
+LOG_LINE = re.compile(r"^\S+ \S+ (?P<level>[A-Z]+) (?P<role>\w+)\[[^\]]*\] (?P<message>.*)$")
 
 
 def setup_logging(role: str, camera: str, level: str = "info") -> logging.Logger:

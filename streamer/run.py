@@ -34,6 +34,7 @@ import tomli_w
 from tqdm import tqdm
 
 from core.evaluation.metrics import Confusion, confusion
+from streamer.lifecycle import LOG_LINE
 from streamer.protocol import Message
 from streamer.sources import SyntheticSource, describe
 from streamer.subscriber import run_subscriber
@@ -79,10 +80,6 @@ def stop_children(
             p.wait()
             killed.append(name)
     return {name: p.returncode for name, p in children.items()}, killed
-
-
-#: A log line of the children (streamer.lifecycle.setup_logging): time, level, role[camera], message.
-LOG_LINE = re.compile(r"^\S+ \S+ (?P<level>[A-Z]+) (?P<role>\w+)\[[^\]]*\] (?P<message>.*)$")
 
 
 class _Relay:

@@ -183,3 +183,14 @@ def test_ctrl_c_exits_130_and_the_summary_names_only_files_that_exist(tmp_path, 
     sheet = os.path.join(folder, "contact_sheet.png")
     assert (sheet in err) == os.path.exists(sheet) == (source == "synthetic"), err[-2000:]
     assert f"{summary['masks']} masks in {folder}/" in err and os.path.isdir(folder)
+
+
+def test_run_parses_the_log_lines_its_children_write():
+    """``kdrsdl run`` shows its children's lines by parsing them (LOG_LINE): the format and the
+    parser live side by side in streamer/lifecycle.py, and this checks they agree."""
+    from streamer.lifecycle import LOG_LINE
+
+    code = "from streamer.lifecycle import setup_logging; setup_logging('capture', 'cam-1.a').warning('open: [x] y')"
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stderr
+    m = LOG_LINE.match(err.strip())
+    assert m and (m["level"], m["role"], m["message"]) == ("WARNING", "capture", "open: [x] y"), err
