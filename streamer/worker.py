@@ -419,7 +419,10 @@ def run_worker(
     zones = [z.name for z in cfg.motion.zones] or ["frame"]
     serve(cfg.worker.metrics_port, "worker", cfg.camera, cfg.worker.metrics_address, zones)
     sockets = _Sockets(cfg.worker, log)
-    worker = _Worker(cfg, log)
+    t0 = time.perf_counter()
+    worker = _Worker(cfg, log)  # the model's compiled kernels load here, or compile on an empty cache
+    kernel = worker.stage.model.params.kernel
+    log.info("model ready in %.1f s (per-pixel steps: %s)", time.perf_counter() - t0, kernel)
     view_server = None
     if worker.view is not None:
         view_server = start_http(worker.view.app, cfg.view.address, cfg.view.port, "view")

@@ -131,7 +131,8 @@ class KDRSDLBackgroundSubtractor:
     Raises
     ------
     ValueError
-        If a knob is out of range (the message names it).
+        If a knob is out of range (the message names it), or ``kernel = "numba"`` and numba
+        cannot be imported.
     """
 
     def __init__(self, params: BackgroundParams | None = None, **overrides: Any) -> None:
@@ -142,6 +143,8 @@ class KDRSDLBackgroundSubtractor:
             if not hasattr(params, k):
                 raise ValueError(f"unknown parameter {k!r}")
         self.params = dataclasses.replace(params, **overrides).validate()
+        if self.params.kernel == "numba" and self.params.decision == "pixel":
+            _warm_kernels()
         self._refitter = Refitter(self.params.async_refit)
         self.reset()
 
@@ -177,7 +180,13 @@ class KDRSDLBackgroundSubtractor:
         if p.decision == "pixel":
             self._decider = PixelDecision(proc, DecisionParams.from_knobs(p))
             if p.samples:
-                sp = SampleParams(k=p.samples, matches=p.sample_matches, radius=p.sample_radius, period=p.sample_period)
+                sp = SampleParams(
+                    k=p.samples,
+                    matches=p.sample_matches,
+                    radius=p.sample_radius,
+                    period=p.sample_period,
+                    compiled=p.kernel == "numba",
+                )
                 self._samples = SampleSet(proc, sp)
             if p.ghost_frames:
                 self._ghosts = GhostTracker(proc, GhostParams(frames=p.ghost_frames))
@@ -568,6 +577,22 @@ class KDRSDLBackgroundSubtractor:
         self._state, self._sigma = state, sigma
         if state is not None and self.params.frame_model == "last":
             self._last_bg = last_background(state)
+
+
+def _warm_kernels() -> None:
+    """Compile (or load from numba's cache) the per-pixel kernels now: a model made before its
+    frames come does not stall its first judged frame (:func:`core.streaming.kernels.warm`).
+
+    Raises
+    ------
+    ValueError
+        If numba cannot be imported (``kernel = "numpy"`` runs without it).
+    """
+    try:
+        from core.streaming import kernels
+    except ImportError as exc:
+        raise ValueError(f"kernel 'numba' needs numba ({exc}); install it, or set kernel = 'numpy'") from None
+    kernels.warm()
 
 
 def createBackgroundSubtractorKDRSDL(**knobs: Any) -> KDRSDLBackgroundSubtractor:

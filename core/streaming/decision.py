@@ -118,6 +118,10 @@ class DecisionParams:
         Blink count above which a pixel is dynamic (its background moves): the sample
         consensus also looks at its neighbours' samples there, and learns faster
         (:mod:`core.streaming.samples`).
+    compiled : bool
+        Run the band, the consensus and the blink counts as compiled loops
+        (:mod:`core.streaming.kernels`, the knob ``kernel``); with ``tolerance > 1`` the numpy
+        reference runs either way.
     """
 
     k_sigma: float = _DEFAULTS.k_sigma
@@ -135,6 +139,7 @@ class DecisionParams:
     shadow_window: int = 5
     shadow_smooth: int = 3
     dynamic_blink: float = _DEFAULTS.dynamic_blink
+    compiled: bool = _DEFAULTS.kernel == "numba"
 
     @classmethod
     def from_knobs(cls, p: BackgroundParams) -> "DecisionParams":
@@ -147,6 +152,7 @@ class DecisionParams:
             blink_gain=p.blink_gain,
             shadow=p.shadow,
             dynamic_blink=p.dynamic_blink,
+            compiled=p.kernel == "numba",
         )
 
 
@@ -188,6 +194,11 @@ class PixelDecision:
         self.dynamic = np.zeros(shape, bool)
         self.widen: np.ndarray | None = None
         self._half: tuple[np.ndarray, np.ndarray] | None = None  # (sigma, its half-width before blink widening)
+        self._kernels = None  # core.streaming.kernels when the compiled loops run
+        if params.compiled and params.tolerance <= 1:
+            from core.streaming import kernels  # imported here: numba costs memory a numpy model never needs
+
+            self._kernels = kernels
 
     # ----------------------------------------------------------------- checkpoints
     def state(self) -> dict[str, np.ndarray]:
@@ -258,6 +269,12 @@ class PixelDecision:
         out = (x > np.float32(lo) * bg) & (x < np.float32(hi) * bg)  # the ratio test, without dividing
         if where is not None:
             out &= where
+        return self._uniform(x, bg, out)
+
+    def _uniform(self, x: np.ndarray, bg: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Of the candidates ``out`` (bool (h, w), those within the ratio range; changed in place
+        and returned), those whose ratio is uniform over the neighbourhood (:meth:`shadow`)."""
+        p = self.params
         seeds = cv2.erode(out.view(np.uint8), square(3))
         c0, r0, bw, bh = cv2.boundingRect(seeds)
         if bw == 0:
@@ -298,6 +315,8 @@ class PixelDecision:
             Before post-processing.
         """
         p = self.params
+        if self._kernels is not None:
+            return self._raw_compiled(x, bg, sigma, samples)
         lo, hi = self.band(bg, sigma)
         dark = x < lo
         if p.shadow and dark.any():
@@ -306,6 +325,26 @@ class PixelDecision:
         if samples is not None:
             raw &= ~samples.match(x, raw, self.widen, self.dynamic)
         return raw
+
+    def _raw_compiled(self, x: np.ndarray, bg: np.ndarray, sigma: np.ndarray, samples: SampleSet | None) -> np.ndarray:
+        """:meth:`raw` by :func:`core.streaming.kernels.decide` (the same mask to the bit)."""
+        p = self.params
+        half = self.half(sigma)
+        cand, dark, ratio = np.empty(self.shape, bool), np.empty(self.shape, bool), np.empty(self.shape, bool)
+        table, nbr, ready, radius, matches = _NO_SAMPLES, _NO_NEIGHBOURS, False, 0.0, 1
+        if samples is not None:
+            table, nbr, ready = samples.samples, samples.nbr, samples.ready
+            radius, matches = samples.params.radius, samples.params.matches
+        lo, hi = p.shadow_ratio
+        assert self._kernels is not None
+        self._kernels.decide(
+            _flat(x), _flat(bg), _flat(half), self.v.reshape(-1), np.float32(p.blink_gain), table, ready,
+            np.float32(radius), matches, np.float32(p.dynamic_blink), nbr, np.float32(lo), np.float32(hi),
+            cand.reshape(-1), dark.reshape(-1), ratio.reshape(-1),
+        )  # fmt: skip
+        if p.shadow and ratio.any():
+            cand &= ~self._uniform(x, bg, ratio)
+        return cand
 
     def feedback(self, raw: np.ndarray, mask: np.ndarray) -> None:
         """Count the blinks of a frame's raw decision outside the previous frame's objects.
@@ -322,6 +361,14 @@ class PixelDecision:
             objects = self.prev_obj
             if p.object_margin > 1:
                 objects = cv2.dilate(objects.view(np.uint8), square(p.object_margin)).view(bool)
+            if self._kernels is not None:
+                self._kernels.count_blinks(
+                    _flat(raw), _flat(self.prev_raw), _flat(objects), self.v.reshape(-1),
+                    np.float32(p.blink_down), np.float32(p.blink_up + p.blink_down), np.float32(p.blink_max),
+                )  # fmt: skip
+                self.dynamic = self.v > np.float32(p.dynamic_blink)
+                self.prev_raw, self.prev_obj = raw, mask
+                return
             counted = (raw != self.prev_raw) & ~objects
             self.v -= np.float32(p.blink_down)
             # cv2.add with a mask: twice as fast as numpy's boolean-indexed +=
@@ -329,6 +376,16 @@ class PixelDecision:
             np.clip(self.v, 0, p.blink_max, out=self.v)
             self.dynamic = self.v > np.float32(p.dynamic_blink)
         self.prev_raw, self.prev_obj = raw, mask
+
+
+#: What the compiled decision reads for the samples of a model without any.
+_NO_SAMPLES = np.zeros((0, 1), np.float32)
+_NO_NEIGHBOURS = np.zeros((0, 8), np.intp)
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    """``a`` as a C-contiguous 1-D array (a view when it is contiguous already), for the kernels."""
+    return np.ascontiguousarray(a).reshape(-1)
 
 
 def global_threshold(score: np.ndarray, p: BackgroundParams) -> float:

@@ -223,6 +223,15 @@ class BackgroundParams:
         "the previous dictionary until the new one is ready; the frame at which a refit "
         "lands then depends on timing). The worker turns it on.",
     )
+    kernel: str = knob(
+        "numba",
+        "How a frame's per-pixel steps run: compiled loops ('numba': the band, the sample "
+        "consensus, the blink counts and the samples' update, each one pass over the pixels) or "
+        "numpy ('numpy', the reference). The masks are the same to the bit; 'numpy' spares "
+        "numba's memory (about 110 MiB) at about twice the time a frame. With tolerance > 1 "
+        "the band runs in numpy either way.",
+        choices=("numba", "numpy"),
+    )
     # ------------------------------------------------------------------ each frame's background
     frame_model: str = knob(
         "mean",

@@ -67,6 +67,9 @@ class SampleParams:
         one every ``period / 4`` frames; a multiple of 4.
     seed : int
         Seed of the update's random choices.
+    compiled : bool
+        Run the update as compiled loops (:mod:`core.streaming.kernels`; the same samples to
+        the bit).
     """
 
     k: int = 20
@@ -74,6 +77,7 @@ class SampleParams:
     radius: float = 0.03
     period: int = 16
     seed: int = 0
+    compiled: bool = False
 
 
 def window_samples(
@@ -140,6 +144,8 @@ class SampleSet:
     ready : bool
         The samples were seeded (:meth:`seed`): before that, nothing matches and nothing is
         learnt.
+    nbr : ndarray, shape (h * w, 8), intp
+        Each pixel's 8 neighbours (row-major indices, clipped at the border).
     """
 
     def __init__(self, shape: tuple[int, int], params: SampleParams) -> None:
@@ -160,9 +166,14 @@ class SampleSet:
         fast = params.period // DYNAMIC_SPEEDUP
         self._order = [np.ascontiguousarray(order[a::fast]) for a in range(fast)]
         self._bitgens: dict[int, np.random.PCG64] = {}  # frame t -> its unused generator (_rng)
+        self._kernels = None  # core.streaming.kernels when the update runs compiled
+        if params.compiled:
+            from core.streaming import kernels  # imported here: numba costs memory a numpy model never needs
+
+            self._kernels = kernels
         # pixel p's 8 neighbours (clipped at the border), row-major indices: (h * w, 8)
         rows, cols = np.divmod(np.arange(h * w), w)
-        self._nbr = np.stack(
+        self.nbr = np.stack(
             [np.clip(rows + dy, 0, h - 1) * w + np.clip(cols + dx, 0, w - 1) for dy, dx in _NEIGHBOURS], axis=1
         ).astype(np.intp)
 
@@ -227,10 +238,10 @@ class SampleSet:
         again = ~ok & dynamic.ravel()[idx]
         if again.any():
             todo = np.flatnonzero(again)
-            n_nbr = self._nbr.shape[1]
+            n_nbr = self.nbr.shape[1]
             if todo.size * n_nbr <= NEIGHBOUR_GATHER_ROWS:
                 # every neighbour of every such pixel in one gather: (pixel, neighbour) rows
-                rows = self._nbr[idx[todo]].ravel()
+                rows = self.nbr[idx[todo]].ravel()
                 rk = r if r.size == 1 else np.repeat(r[todo], n_nbr, axis=0)
                 hits = self._count(rows, np.repeat(xv[todo], n_nbr, axis=0), rk) >= p.matches
                 ok[todo[hits.reshape(-1, n_nbr).any(axis=1)]] = True
@@ -238,7 +249,7 @@ class SampleSet:
                 # each neighbour in turn, for the pixels no earlier neighbour matched
                 for k in range(n_nbr):
                     rk = r if r.size == 1 else r[todo]
-                    hit = self._count(self._nbr[idx[todo], k], xv[todo], rk) >= p.matches
+                    hit = self._count(self.nbr[idx[todo], k], xv[todo], rk) >= p.matches
                     ok[todo[hit]] = True
                     todo = todo[~hit]
                     if not todo.size:
@@ -284,6 +295,9 @@ class SampleSet:
         # (mod fast), held in the order of j, those with j = t (mod period) are every
         # (period / fast)-th from the ((t mod period) // fast)-th.
         order = self._order[t % fast]
+        if self._kernels is not None:
+            self._update_compiled(xf, learn_all, dyn_all, t, order)
+            return
         turn = (dyn_all & learn_all)[order]
         phase = slice((t % p.period) // fast, None, p.period // fast)
         turn[phase] = learn_all[order[phase]]
@@ -298,9 +312,30 @@ class SampleSet:
         flat[due * p.k + rng.integers(0, p.k, due.size)] = xf[due]
         spread = due[dyn]
         if spread.size:
-            n_nbr = self._nbr.shape[1]
-            q = self._nbr.reshape(-1)[spread * n_nbr + rng.integers(0, n_nbr, spread.size)]
+            n_nbr = self.nbr.shape[1]
+            q = self.nbr.reshape(-1)[spread * n_nbr + rng.integers(0, n_nbr, spread.size)]
             flat[q * p.k + rng.integers(0, p.k, spread.size)] = xf[spread]
+
+    def _update_compiled(
+        self, xf: np.ndarray, learn: np.ndarray, dynamic: np.ndarray, t: int, order: np.ndarray
+    ) -> None:
+        """:meth:`update` by :mod:`core.streaming.kernels`: the same due pixels in the same order,
+        the same random draws from the same generator, the same writes."""
+        assert self._kernels is not None
+        p = self.params
+        fast = p.period // DYNAMIC_SPEEDUP
+        due, spread = np.empty(order.size, np.int64), np.empty(order.size, np.int64)
+        nd, ns = self._kernels.due_pixels(
+            order, (t % p.period) // fast, p.period // fast, _flat_bool(learn), _flat_bool(dynamic), due, spread
+        )
+        rng = self._rng(t)
+        own = rng.integers(0, p.k, nd)
+        if ns:
+            pick, nbr_own = rng.integers(0, self.nbr.shape[1], ns), rng.integers(0, p.k, ns)
+        else:
+            pick = nbr_own = np.zeros(0, np.int64)
+        xf = np.ascontiguousarray(xf)
+        self._kernels.write_samples(self.samples, xf, due[:nd], own, spread[:ns], pick, nbr_own, self.nbr)
 
     def _rng(self, t: int) -> np.random.Generator:
         """Frame ``t``'s random generator, the same stream as ``np.random.default_rng((seed, t))``.
@@ -325,13 +360,18 @@ class SampleSet:
         idx = np.flatnonzero(where)
         if not idx.size:
             return
-        k, n_nbr = self.params.k, self._nbr.shape[1]
+        k, n_nbr = self.params.k, self.nbr.shape[1]
         rng = np.random.default_rng((self.params.seed, t, 1))
         pick = rng.integers(0, n_nbr + 1, (idx.size, k))  # n_nbr: the pixel itself
-        nbr = np.concatenate([self._nbr[idx], idx[:, None]], axis=1)
+        nbr = np.concatenate([self.nbr[idx], idx[:, None]], axis=1)
         self.samples[idx] = x.ravel()[np.take_along_axis(nbr, pick, axis=1)]
 
     def map_light(self, gain: float, offset: float) -> None:
         """Bring the samples to a new light: ``s -> gain * s + offset`` (:mod:`core.streaming.light`)."""
         self.samples *= np.float32(gain)
         self.samples += np.float32(offset)
+
+
+def _flat_bool(a: np.ndarray) -> np.ndarray:
+    """``a`` (bool) as a C-contiguous 1-D array, for the kernels."""
+    return np.ascontiguousarray(a, dtype=bool).reshape(-1)

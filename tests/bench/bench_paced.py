@@ -1,7 +1,7 @@
 """What a frame costs paced at 30 fps against back to back (issue 26): the model alone, by frame size.
 
 Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_paced.py [--sizes 40x30 160x120 320x240]
-[--steps]``.
+[--steps] [--set KNOB=VALUE ...]``.
 
 For each size, the motorway video (``../shared/data/video/motorway_320x240.avi``, 750 frames)
 resized to it goes through a :class:`KDRSDLBackgroundSubtractor` at its defaults with inline
@@ -31,6 +31,9 @@ sys.path.insert(0, str(ROOT))
 from core.streaming import background, decision, samples  # noqa: E402
 from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
+from bench_ablation import value  # noqa: E402
+
 VIDEO = ROOT.parent / "shared" / "data" / "video" / "motorway_320x240.avi"
 FPS = 30.0
 WARMUP = 300
@@ -40,11 +43,14 @@ STEPS = {
     "prepare": (KDRSDLBackgroundSubtractor, "_prepare"),
     "light": (KDRSDLBackgroundSubtractor, "_absorb_light"),
     "frame background": (background, "frame_background"),
+    "raw decision": (decision.PixelDecision, "raw"),
     "band": (decision.PixelDecision, "band"),
     "shadow": (decision.PixelDecision, "shadow"),
     "consensus": (samples.SampleSet, "match"),
     "post-processing": (background, "postprocess"),
     "feedback": (decision.PixelDecision, "feedback"),
+    "ghosts": (KDRSDLBackgroundSubtractor, "_absorb_ghosts"),
+    "learning": (KDRSDLBackgroundSubtractor, "_learn"),
     "samples' update": (samples.SampleSet, "update"),
 }
 
@@ -63,13 +69,13 @@ def read_gray(path: pathlib.Path) -> list[np.ndarray]:
     return frames
 
 
-def frame_ms(frames: list[np.ndarray], paced: bool, steps: dict[str, list[float]] | None = None) -> float:
+def frame_ms(frames: list[np.ndarray], paced: bool, steps: dict[str, list[float]] | None = None, knobs=None) -> float:
     """The median CPU time of the frames' thread per frame, ms (frames after the warm-up, no refit).
 
     ``steps``: filled with each of :data:`STEPS`' CPU time per counted frame, seconds (the steps are
     timed only when it is given).
     """
-    model = KDRSDLBackgroundSubtractor()
+    model = KDRSDLBackgroundSubtractor(**(knobs or {}))
     spent: collections.Counter[str] = collections.Counter()
     originals = {name: getattr(owner, attr) for name, (owner, attr) in STEPS.items()}
     if steps is not None:
@@ -114,14 +120,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=["40x30", "160x120", "320x240"])
     ap.add_argument("--steps", action="store_true", help="also time the model's steps in the paced run")
+    ap.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="one of the model's knobs")
     args = ap.parse_args()
+    knobs = {k: value(v) for k, v in (s.split("=", 1) for s in args.set)}
     cv2.setNumThreads(1)
     video = read_gray(VIDEO)
     for size in args.sizes:
         w, h = (int(v) for v in size.split("x"))
         frames = [cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in video]
         steps: dict[str, list[float]] | None = {} if args.steps else None
-        tight, paced = frame_ms(frames, False), frame_ms(frames, True, steps)
+        tight, paced = frame_ms(frames, False, knobs=knobs), frame_ms(frames, True, steps, knobs)
         print(f"{size}: back to back {tight:.2f} ms a frame, paced at 30 fps {paced:.2f} ms", flush=True)
         for name, seconds in (steps or {}).items():
             print(f"  {name:16s} {1e3 * float(np.median(seconds)):.3f} ms a paced frame (median)")

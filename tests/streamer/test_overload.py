@@ -31,10 +31,11 @@ DURATION_S = 60
 FPS = 1000
 #: The worker's flags that make it the slower side (the overload handling is what is tested).
 SLOW_WORKER = ("--frame-model", "fit")
-#: RSS bounds (MiB): the worker holds numpy/scipy/OpenCV (~100 MiB) plus the 30-frame window and the
-#: solver's (30, 240, 320) float32 arrays (~9 MiB each, about ten of them during a refit), measured at
-#: 205-231 MiB; the capture holds OpenCV and the decoder, measured at 99-101 MiB.
-RSS_BOUND_MIB = {"worker": 350, "capture": 200}
+#: RSS bounds (MiB): the worker holds numpy/scipy/OpenCV (~100 MiB), numba and its compiled kernels
+#: (~120 MiB, the knob kernel), plus the 30-frame window and the solver's (30, 240, 320) float32 arrays
+#: (~9 MiB each, about ten of them during a refit); measured at 205-231 MiB before the kernels; the
+#: capture holds OpenCV and the decoder, measured at 99-101 MiB.
+RSS_BOUND_MIB = {"worker": 450, "capture": 200}
 
 
 @pytest.mark.timeout(300)

@@ -1,0 +1,66 @@
+"""A worker's start with an empty and with a filled cache of compiled kernels (issue 46): real processes."""
+
+import os
+import threading
+import time
+
+from helpers import free_port, pusher, receive, start_worker, stop, subscriber, tcp, wait_for_line
+
+from core.evaluation.scene import SyntheticScene
+from streamer.protocol import encode
+
+
+def start_and_first_mask(cache):
+    """Start a worker with ``NUMBA_CACHE_DIR=cache`` while frames flow at 30 fps from the start, as a
+    capture started beside it sends them: (seconds to its "model ready" line, seconds from that line
+    to the first mask)."""
+    frames, masks = tcp(), tcp()
+    push = pusher(frames)  # ZeroMQ queues until the worker binds
+    scene = SyntheticScene(120, 160, seed=2)
+    halt = threading.Event()
+
+    def feed():
+        t = 0
+        while not halt.is_set():
+            push.send_multipart(encode("frame", "cam1", "ep", t, time.time_ns(), scene.frame_uint8(t)))
+            t += 1
+            halt.wait(1 / 30)
+
+    t0 = time.monotonic()
+    worker = start_worker(frames, masks, free_port(), env={**os.environ, "NUMBA_CACHE_DIR": str(cache)})
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        sub = subscriber(masks, "cam1", timeout=60)
+        wait_for_line(worker, "model ready in", 60)
+        ready = time.monotonic()
+        msg = None
+        while msg is None and time.monotonic() < ready + 30:
+            msg = receive(sub, 0.5)
+        assert msg is not None, "no mask within 30 s of the model's readiness"
+        first_mask = time.monotonic()
+        sub.close()
+    finally:
+        halt.set()
+        feeder.join()
+        push.close()
+        rc, _, err = stop(worker)
+    assert rc == 0, err[-2000:]
+    return ready - t0, first_mask - ready
+
+
+def test_kernels_compile_before_the_worker_is_ready_and_load_from_the_cache_next_time(tmp_path):
+    cache = tmp_path / "numba"
+    cold_start, cold_mask = start_and_first_mask(cache)
+    assert list(cache.rglob("*.nbi")), "the compiled kernels were not cached in NUMBA_CACHE_DIR"
+    warm_start, warm_mask = start_and_first_mask(cache)
+    print(
+        f"\nstart to ready: empty cache {cold_start:.1f} s, filled {warm_start:.1f} s; "
+        f"ready to first mask {cold_mask:.2f} / {warm_mask:.2f} s"
+    )
+    # compiling takes about 2 s more than loading (measured 2.2 against 0.3 s alone): the filled
+    # cache's start is the shorter in the same run, whatever the machine's load
+    assert warm_start < cold_start
+    # the compilation happens before the first frame is judged: frames queued while it ran get their
+    # masks at once (measured 0.1-0.3 s; 3 s is the issue's bound for the first mask on an empty cache)
+    assert cold_mask < 3.0 and warm_mask < 3.0
