@@ -330,19 +330,19 @@ class PixelDecision:
         """:meth:`raw` by :func:`core.streaming.kernels.decide` (the same mask to the bit)."""
         p = self.params
         half = self.half(sigma)
-        cand, dark, ratio = np.empty(self.shape, bool), np.empty(self.shape, bool), np.empty(self.shape, bool)
+        cand, ratio = np.empty(self.shape, bool), np.empty(self.shape, bool)
         table, nbr, ready, radius, matches = _NO_SAMPLES, _NO_NEIGHBOURS, False, 0.0, 1
         if samples is not None:
             table, nbr, ready = samples.samples, samples.nbr, samples.ready
             radius, matches = samples.params.radius, samples.params.matches
         lo, hi = p.shadow_ratio
         assert self._kernels is not None
-        self._kernels.decide(
+        shadowed = self._kernels.decide(
             _flat(x), _flat(bg), _flat(half), self.v.reshape(-1), np.float32(p.blink_gain), table, ready,
             np.float32(radius), matches, np.float32(p.dynamic_blink), nbr, np.float32(lo), np.float32(hi),
-            cand.reshape(-1), dark.reshape(-1), ratio.reshape(-1),
+            cand.reshape(-1), ratio.reshape(-1),
         )  # fmt: skip
-        if p.shadow and ratio.any():
+        if p.shadow and shadowed:  # the test may veto a candidate: run it on every pixel of the ratio
             cand &= ~self._uniform(x, bg, ratio)
         return cand
 
@@ -362,11 +362,12 @@ class PixelDecision:
             if p.object_margin > 1:
                 objects = cv2.dilate(objects.view(np.uint8), square(p.object_margin)).view(bool)
             if self._kernels is not None:
+                self.dynamic = np.empty(self.shape, bool)
                 self._kernels.count_blinks(
                     _flat(raw), _flat(self.prev_raw), _flat(objects), self.v.reshape(-1),
                     np.float32(p.blink_down), np.float32(p.blink_up + p.blink_down), np.float32(p.blink_max),
+                    np.float32(p.dynamic_blink), self.dynamic.reshape(-1),
                 )  # fmt: skip
-                self.dynamic = self.v > np.float32(p.dynamic_blink)
                 self.prev_raw, self.prev_obj = raw, mask
                 return
             counted = (raw != self.prev_raw) & ~objects

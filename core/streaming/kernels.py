@@ -40,7 +40,7 @@ def _count(samples, row, xv, r, k):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def decide(
-    x, bg, half, v, gain, samples, ready, radius, matches, dynamic_blink, nbr, shadow_lo, shadow_hi, cand, dark, ratio
+    x, bg, half, v, gain, samples, ready, radius, matches, dynamic_blink, nbr, shadow_lo, shadow_hi, cand, ratio
 ):  # pragma: no cover - compiled
     """One frame's band decision and sample consensus, per pixel (flat arrays of h * w pixels).
 
@@ -65,23 +65,31 @@ def decide(
         Each pixel's 8 neighbours, clipped at the border.
     shadow_lo, shadow_hi : float32
         The shadow test's ratio bounds (open interval of ``x / bg``).
-    cand, dark, ratio : ndarray, shape (h * w,), bool (written)
-        ``cand``: outside the band and not matched by the samples; ``dark``: below the band;
-        ``ratio``: below the band with ``x / bg`` within the shadow bounds.
+    cand, ratio : ndarray, shape (h * w,), bool (written)
+        ``cand``: outside the band and not matched by the samples; ``ratio``: below the band with
+        ``x / bg`` within the shadow bounds.
+
+    Returns
+    -------
+    int
+        How many pixels are both in ``cand`` and in ``ratio`` (0: the shadow test can change nothing).
     """
     n = x.shape[0]
     k = samples.shape[1]
+    shadowed = 0
     # the band, branch-free so that it vectorises; the consensus below visits the few pixels out of it
     for i in range(n):
         xi = x[i]
         b = bg[i]
         h = (v[i] * gain + _ONE) * half[i] if gain != _ZERO else half[i]
         below = xi < b - h
-        dark[i] = below
-        ratio[i] = below & (xi > shadow_lo * b) & (xi < shadow_hi * b)
-        cand[i] = below | (xi > b + h)
+        in_ratio = below & (xi > shadow_lo * b) & (xi < shadow_hi * b)
+        out = below | (xi > b + h)
+        ratio[i] = in_ratio
+        cand[i] = out
+        shadowed += in_ratio & out
     if not ready:
-        return
+        return shadowed
     for i in range(n):
         if not cand[i]:
             continue
@@ -94,20 +102,25 @@ def decide(
                 if _count(samples, nbr[i, j], xi, r, k) >= matches:
                     cand[i] = False
                     break
+        if not cand[i] and ratio[i]:
+            shadowed -= 1
+    return shadowed
 
 
 @njit(cache=True, nogil=True)
-def count_blinks(raw, prev_raw, objects, v, down, up_down, top):  # pragma: no cover - compiled
+def count_blinks(raw, prev_raw, objects, v, down, up_down, top, dynamic_blink, dynamic):  # pragma: no cover - compiled
     """The blink counts' update (:meth:`core.streaming.decision.PixelDecision.feedback`), in place.
 
     ``v -= down``; ``v += up_down`` where ``raw != prev_raw`` outside ``objects``; then ``v`` is
-    clipped to ``[0, top]``. ``raw``, ``prev_raw``, ``objects``: bool (h * w,); ``v``: float32
-    (h * w,); the three numbers float32.
+    clipped to ``[0, top]``, and ``dynamic`` (written) is ``v > dynamic_blink``. ``raw``,
+    ``prev_raw``, ``objects``, ``dynamic``: bool (h * w,); ``v``: float32 (h * w,); the four
+    numbers float32.
     """
     for i in range(v.shape[0]):
         flip = (raw[i] != prev_raw[i]) & (not objects[i])
-        a = v[i] - down + (up_down if flip else _ZERO)
-        v[i] = min(max(a, _ZERO), top)
+        a = min(max(v[i] - down + (up_down if flip else _ZERO), _ZERO), top)
+        v[i] = a
+        dynamic[i] = a > dynamic_blink
 
 
 @njit(cache=True, nogil=True)
@@ -180,8 +193,8 @@ def warm() -> None:
     nbr = np.zeros((4, 8), np.intp)
     samples = np.zeros((4, 2), np.float32)
     one = np.float32(1)
-    decide(f32, f32, f32, f32, one, samples, True, one, 1, one, nbr, one, one, b.copy(), b.copy(), b.copy())
-    count_blinks(b, b, b, f32.copy(), one, one, one)
+    decide(f32, f32, f32, f32, one, samples, True, one, 1, one, nbr, one, one, b.copy(), b.copy())
+    count_blinks(b, b, b, f32.copy(), one, one, one, one, b.copy())
     order = np.arange(4, dtype=np.int64)
     due_pixels(order, 0, 1, b, b, np.empty(4, np.int64), np.empty(4, np.int64))
     none = np.zeros(0, np.int64)

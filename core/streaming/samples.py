@@ -167,6 +167,7 @@ class SampleSet:
         self._order = [np.ascontiguousarray(order[a::fast]) for a in range(fast)]
         self._bitgens: dict[int, np.random.PCG64] = {}  # frame t -> its unused generator (_rng)
         self._kernels = None  # core.streaming.kernels when the update runs compiled
+        self._due: np.ndarray | None = None  # the compiled update's buffers of due pixels
         if params.compiled:
             from core.streaming import kernels  # imported here: numba costs memory a numpy model never needs
 
@@ -324,7 +325,9 @@ class SampleSet:
         assert self._kernels is not None
         p = self.params
         fast = p.period // DYNAMIC_SPEEDUP
-        due, spread = np.empty(order.size, np.int64), np.empty(order.size, np.int64)
+        if self._due is None or self._due.shape[1] < order.size:  # kept: 150 KB each at 320 x 240
+            self._due = np.empty((2, order.size), np.int64)
+        due, spread = self._due[0], self._due[1]
         nd, ns = self._kernels.due_pixels(
             order, (t % p.period) // fast, p.period // fast, _flat_bool(learn), _flat_bool(dynamic), due, spread
         )
