@@ -15,7 +15,7 @@ from typing import Any
 
 from core.streaming.params import knobs
 from streamer.config import EX_CONFIG, MODEL_KNOBS_NOT_CONFIGURED, ConfigError, load
-from streamer.sources import describe
+from streamer.processes.sources import describe
 
 #: sysexits.h: an input file did not exist.
 EX_NOINPUT = 66
@@ -397,7 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         logging.basicConfig(stream=sys.stderr, level=(args.log_level or "info").upper())
     if args.command == "keygen":
-        from streamer.security import create_keys
+        from streamer.wire.security import create_keys
 
         public, secret = create_keys(args.dir, args.name)
         print(f"public key: {public}\nsecret key: {secret} (keep it private)")
@@ -423,29 +423,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EX_NOINPUT
 
-    from streamer.lifecycle import install_stop_handlers, setup_logging
+    from streamer.processes.lifecycle import install_stop_handlers, setup_logging
 
     stop = install_stop_handlers()
     log = setup_logging(args.command, cfg.camera, cfg.log_level)
     try:
         if args.command == "capture":
-            from streamer.capture import run_capture
-            from streamer.notify import systemd_notifier
+            from streamer.ops.notify import systemd_notifier
+            from streamer.processes.capture import run_capture
 
             return run_capture(cfg, stop, log, notify=systemd_notifier())
         if args.command == "worker":
-            from streamer.notify import systemd_notifier
-            from streamer.worker import run_worker
+            from streamer.ops.notify import systemd_notifier
+            from streamer.processes.worker import run_worker
 
             return run_worker(cfg, stop, log, notify=systemd_notifier())
         if args.command == "subscribe":
-            from streamer.subscriber import run_subscriber
+            from streamer.processes.subscriber import run_subscriber
 
             summary = run_subscriber(cfg, stop, log)
             what = "events" if cfg.subscribe.events else "masks"
             log.info(f"received %(received)d {what}, %(gaps)d missed, %(rejected)d rejected", summary)
             return 0
-        from streamer.run import run_all
+        from streamer.processes.run import run_all
 
         return run_all(cfg, stop, log, open_timeout_s=args.open_timeout)
     except ConfigError as exc:  # found only when used (an ipc directory that cannot be made)

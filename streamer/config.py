@@ -27,8 +27,8 @@ from pydantic import (
 from core.streaming.params import BackgroundParams, knobs
 from streamer.motion.events import FRAME
 from streamer.motion.zones import check_inside
-from streamer.protocol import CAMERA_RE, validate_camera
-from streamer.security import check_key_dir, read_key
+from streamer.wire.protocol import CAMERA_RE, validate_camera
+from streamer.wire.security import check_key_dir, read_key
 
 EX_CONFIG = 78
 
@@ -42,7 +42,7 @@ class _Strict(BaseModel):
 
 
 class _CurveClient(_Strict):
-    """CURVE client keys (streamer.security): this process's key pair and the worker's public key."""
+    """CURVE client keys (streamer.wire.security): this process's key pair and the worker's public key."""
 
     curve_secret_key: Optional[str] = Field(None, description="this process's NAME.key_secret file; None = no CURVE")
     curve_server_key: Optional[str] = Field(None, description="the worker's public NAME.key file")

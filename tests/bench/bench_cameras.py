@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from bench_hd import VIDEO, make_input  # noqa: E402
 from helpers import cpu_seconds, free_port, kdrsdl, metric, scrape, stop, wait_for  # noqa: E402
 
-from streamer.protocol import decode  # noqa: E402
+from streamer.wire.protocol import decode  # noqa: E402
 
 P99_LIMIT_S = 0.100
 

@@ -6,7 +6,7 @@ The motorway video (``../shared/data/video/motorway_320x240.avi``) goes through 
 :class:`KDRSDLBackgroundSubtractor` at its defaults for 700 frames (inline refits), and its last
 window is then refitted warm ``--refits`` times, each on a new thread as the worker's refit thread
 runs it. This happens in two child processes: one with glibc's defaults, one after
-:func:`streamer.memory.hold_freed_heap`, as the worker calls it. Printed, for each refit: the
+:func:`streamer.ops.memory.hold_freed_heap`, as the worker calls it. Printed, for each refit: the
 thread's user and system CPU (seconds) and its minor page faults. By default each refit's thread
 gets heaps of its own and faults its temporaries in afresh; held, it reuses the main heap that the
 inline refits before it left (docs/results.md, "Cameras per core").
@@ -26,7 +26,7 @@ VIDEO = ROOT.parent / "shared" / "data" / "video" / "motorway_320x240.avi"
 def child(mode: str, refits: int) -> None:
     """Run in a child process: ``mode`` is ``default`` or ``held``."""
     sys.path.insert(0, str(ROOT))
-    from streamer.memory import hold_freed_heap
+    from streamer.ops.memory import hold_freed_heap
 
     if mode == "held" and not hold_freed_heap():
         raise SystemExit("glibc's mallopt is missing or refused a setting")

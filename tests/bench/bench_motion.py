@@ -39,7 +39,7 @@ from helpers import cpu_seconds, free_port, scrape, start_capture, start_worker,
 from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
 from streamer.config import MotionConfig, ZoneConfig  # noqa: E402
 from streamer.motion.stage import MotionStage  # noqa: E402
-from streamer.view import LiveView  # noqa: E402
+from streamer.processes.view import LiveView  # noqa: E402
 
 VIDEO = ROOT.parent / "shared" / "data" / "video" / "motorway_320x240.avi"
 ZONES = [

@@ -25,7 +25,7 @@ import zmq
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from streamer.protocol import COPY_THRESHOLD  # noqa: E402
+from streamer.wire.protocol import COPY_THRESHOLD  # noqa: E402
 
 RATE = 30.0
 

@@ -366,7 +366,7 @@ def test_the_still_count_survives_a_checkpoint_and_an_older_checkpoint_starts_it
 
 def test_a_checkpoint_of_an_older_model_is_refused_not_used():
     # The background samples are not in a v2 checkpoint (nor the decision's state in a v1): the
-    # worker logs the refusal and starts cold (streamer/worker.py counts it as "mismatch").
+    # worker logs the refusal and starts cold (streamer/processes/worker.py counts it as "mismatch").
     scene = SyntheticScene(60, 80, seed=4)
     model = KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6)
     for t in range(30):

@@ -57,7 +57,7 @@ def test_dockerfile_has_a_healthcheck_on_healthz_and_exposes_its_ports():
     assert check and "/healthz" in check.group(1) and "KDRSDL_HEALTH_PORT" in check.group(1)
     assert re.search(r"^EXPOSE 9101 9102 5560$", docker, re.M)
     # the command it runs is valid Python that reaches a real /healthz
-    from streamer import metrics
+    from streamer.ops import metrics
 
     port = free_port()
     server = metrics.serve(port, "worker", "docker-health")
@@ -73,7 +73,7 @@ def test_dockerfile_has_a_healthcheck_on_healthz_and_exposes_its_ports():
 
 
 def test_healthz_reports_a_stuck_main_loop():
-    from streamer import metrics
+    from streamer.ops import metrics
 
     assert metrics.health(0.5) == ("200 OK", "ok: last progress 0.5 s ago\n")
     assert metrics.health(metrics.STALE_AFTER_S + 1)[0] == "503 Service Unavailable"  # no progress for 31 s

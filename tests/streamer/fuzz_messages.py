@@ -5,7 +5,7 @@ import json
 import numpy as np
 from hypothesis import strategies as st
 
-from streamer.protocol import ProtocolError, decode, encode
+from streamer.wire.protocol import ProtocolError, decode, encode
 
 FIELDS = ("v", "camera", "epoch", "seq", "t_capture_ns", "shape", "dtype", "encoding")
 json_values = st.recursive(

@@ -16,7 +16,7 @@ import zmq
 import zmq.utils.monitor
 from prometheus_client.parser import text_string_to_metric_families
 
-from streamer.protocol import decode
+from streamer.wire.protocol import decode
 
 
 def free_port():

@@ -8,7 +8,7 @@ import time
 import numpy as np
 from helpers import free_port, metric, receive, scrape, start_capture, start_worker, stop, subscriber, tcp, wait_for
 
-from streamer import checkpoint
+from streamer.state import checkpoint
 
 
 def _worker(frames, masks, port, state_dir, *extra):

@@ -7,7 +7,7 @@ import time
 from helpers import free_port, pusher, receive, start_worker, stop, subscriber, tcp, wait_for_line
 
 from core.evaluation.scene import SyntheticScene
-from streamer.protocol import encode
+from streamer.wire.protocol import encode
 
 
 def start_and_first_mask(cache):

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from streamer.worker import contact_sheet
+from streamer.processes.worker import contact_sheet
 
 
 def test_masks_at_the_processing_resolution_are_brought_to_the_frames_size():

@@ -7,8 +7,8 @@ import time
 import zmq
 from helpers import free_port, kdrsdl, metric, scrape, start_capture, start_worker, stop, tcp, wait_for
 
-from streamer.protocol import decode, encode
-from streamer.security import create_keys, make_client
+from streamer.wire.protocol import decode, encode
+from streamer.wire.security import create_keys, make_client
 
 
 def _sub(endpoint, keys=None):

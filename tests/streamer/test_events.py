@@ -29,7 +29,7 @@ from helpers import (
 
 from streamer.motion.regions import find_regions
 from streamer.motion.zones import rasterise
-from streamer.protocol import decode_event, encode
+from streamer.wire.protocol import decode_event, encode
 
 H, W, SIDE, SPEED, ENTER = 120, 160, 24, 4, 40  # the square appears at frame ENTER at x = 0
 ROW = 48

@@ -17,7 +17,7 @@ import pytest
 import zmq
 from helpers import free_port, start_capture, start_worker, stop, wait_for, write_video
 
-from streamer.protocol import decode, decode_event, kind_of
+from streamer.wire.protocol import decode, decode_event, kind_of
 
 FPS = 10.0
 N_FRAMES = 600
@@ -187,10 +187,13 @@ def test_ctrl_c_exits_130_and_the_summary_names_only_files_that_exist(tmp_path, 
 
 def test_run_parses_the_log_lines_its_children_write():
     """``kdrsdl run`` shows its children's lines by parsing them (LOG_LINE): the format and the
-    parser live side by side in streamer/lifecycle.py, and this checks they agree."""
-    from streamer.lifecycle import LOG_LINE
+    parser live side by side in streamer/processes/lifecycle.py, and this checks they agree."""
+    from streamer.processes.lifecycle import LOG_LINE
 
-    code = "from streamer.lifecycle import setup_logging; setup_logging('capture', 'cam-1.a').warning('open: [x] y')"
+    code = (
+        "from streamer.processes.lifecycle import setup_logging; "
+        "setup_logging('capture', 'cam-1.a').warning('open: [x] y')"
+    )
     err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stderr
     m = LOG_LINE.match(err.strip())
     assert m and (m["level"], m["role"], m["message"]) == ("WARNING", "capture", "open: [x] y"), err

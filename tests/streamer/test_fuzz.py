@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamer.config import ConfigError, load
-from streamer.metrics import REJECT_REASONS
-from streamer.protocol import ProtocolError, decode
+from streamer.ops.metrics import REJECT_REASONS
+from streamer.wire.protocol import ProtocolError, decode
 
 FUZZ = settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 REASONS = REJECT_REASONS

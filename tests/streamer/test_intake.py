@@ -4,8 +4,8 @@ import time
 
 import numpy as np
 
-from streamer.intake import Intake
-from streamer.protocol import encode
+from streamer.processes.intake import Intake
+from streamer.wire.protocol import encode
 
 
 def frame(seq, camera="cam1", epoch="e1", shape=(24, 32)):
@@ -60,7 +60,7 @@ def test_a_files_frames_are_never_dropped_the_intake_holds_back_instead():
 
 
 def test_an_end_of_stream_joins_the_backlog_after_its_frames_and_counts_the_frames_lost_before_it():
-    from streamer.protocol import encode_end
+    from streamer.wire.protocol import encode_end
 
     intake = Intake("cam1", max_side=64, capacity=2)
     intake.offer(frame(0))

@@ -1,4 +1,4 @@
-"""streamer.memory: a thread's freed heap is kept for its next use (glibc), measured in real processes."""
+"""streamer.ops.memory: a thread's freed heap is kept for its next use (glibc), measured in real processes."""
 
 import subprocess
 import sys
@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from streamer.memory import _mallopt
+from streamer.ops.memory import _mallopt
 
 # A child process runs three rounds of a refit's pattern on a thread of its own, as the worker's
 # refit thread does: six arrays of 10 MiB, every page written, then freed. It prints the minor
@@ -15,7 +15,7 @@ CHILD = textwrap.dedent(
     """
     import resource, sys, threading
     import numpy as np
-    from streamer.memory import hold_freed_heap
+    from streamer.ops.memory import hold_freed_heap
 
     held = hold_freed_heap() if sys.argv[1] == "hold" else False
     faults = []

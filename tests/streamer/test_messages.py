@@ -1,4 +1,4 @@
-"""The wire contract (streamer/messages.py) against what a real capture and a real worker send.
+"""The wire contract (streamer/wire/messages.py) against what a real capture and a real worker send.
 
 The committed JSON Schemas (docs/schema/) are the ones the models generate; every header of a
 real capture (frames, the end of its stream) and a real worker (masks raw and PNG, every kind of
@@ -20,8 +20,8 @@ import zmq
 from conftest import ROOT
 from helpers import free_port, start_capture, start_worker, stop, wait_for
 
-from streamer import messages
-from streamer.protocol import kind_of
+from streamer.wire import messages
+from streamer.wire.protocol import kind_of
 
 SCHEMA_DIR = ROOT / "docs" / "schema"
 N_FRAMES = 330
@@ -97,7 +97,7 @@ def test_the_committed_schemas_are_the_ones_the_models_generate():
     for kind, schema in generated.items():
         committed = (SCHEMA_DIR / f"{kind}.schema.json").read_text()
         assert committed == messages.schema_text(schema), (
-            f"docs/schema/{kind}.schema.json is stale: run python -m streamer.messages docs/schema"
+            f"docs/schema/{kind}.schema.json is stale: run python -m streamer.wire.messages docs/schema"
         )
         jsonschema.Draft202012Validator.check_schema(json.loads(committed))
 

@@ -28,7 +28,7 @@ from helpers import (
 )
 
 from core.evaluation.scene import SyntheticScene
-from streamer.protocol import decode, decode_event, encode
+from streamer.wire.protocol import decode, decode_event, encode
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from streamer.protocol import ProtocolError, decode, encode
+from streamer.wire.protocol import ProtocolError, decode, encode
 
 
 def _frame(shape=(4, 6)):
@@ -77,7 +77,7 @@ def test_malformed_messages_are_rejected_with_reason(parts, reason):
 
 
 def test_sequence_tracker_counts_gaps_within_an_epoch_and_restarts_across():
-    from streamer.protocol import SequenceTracker
+    from streamer.wire.protocol import SequenceTracker
 
     t = SequenceTracker()
     assert t.update("a", 0) == (0, False)
@@ -136,7 +136,7 @@ def test_a_frame_may_not_be_a_png():
 
 
 def _end(**changes):
-    from streamer.protocol import encode_end
+    from streamer.wire.protocol import encode_end
 
     parts = encode_end("cam1", "ep", 600, 1_000, "end_of_file", 600)
     h = json.loads(parts[1])
@@ -146,7 +146,7 @@ def _end(**changes):
 
 def test_an_end_of_stream_round_trips_and_every_malformed_one_has_a_reason():
     """Issue 45: the capture's end of stream is a message of the protocol, validated like the others."""
-    from streamer.protocol import decode_end, encode_end, kind_of
+    from streamer.wire.protocol import decode_end, encode_end, kind_of
 
     parts = encode_end("cam1", "ep", 600, 1_000, "max_frames", 601)
     assert kind_of(parts) == "end" and parts[0] == b"end/cam1/"

@@ -12,7 +12,7 @@ from conftest import MOTORWAY, need
 from helpers import rtsp_server
 
 from core.evaluation.scene import SyntheticScene
-from streamer.sources import LUMA_TOLERANCE, OpenCVSource, luma_range
+from streamer.processes.sources import LUMA_TOLERANCE, OpenCVSource, luma_range
 
 FRAMES = 40
 

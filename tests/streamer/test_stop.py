@@ -10,7 +10,7 @@ from helpers import free_port, kdrsdl, metric, scrape, stop, wait_for
 
 from core.streaming.background import KDRSDLBackgroundSubtractor
 from core.streaming.params import BackgroundParams
-from streamer import checkpoint
+from streamer.state import checkpoint
 
 
 def test_sigterm_during_a_cold_refit_at_720p_stops_within_5_s_and_the_checkpoint_restores_warm(tmp_path):

@@ -14,7 +14,7 @@ BARE = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
 PROBE = """
 import cv2
 from threadpoolctl import threadpool_info
-from streamer.threads import limit_threads
+from streamer.ops.threads import limit_threads
 before = max(p["num_threads"] for p in threadpool_info())
 print(before, cv2.getNumThreads())
 print(limit_threads(1, 1))

@@ -1,7 +1,7 @@
 """The worker's checkpoints: restore at start, write every ``interval_s`` on a thread, and at stop.
 
 The arrays are the model's checkpoint (:mod:`core.streaming.snapshot`) plus the worker's camera
-and sequence position; the file is written atomically (:mod:`streamer.checkpoint`). A periodic
+and sequence position; the file is written atomically (:mod:`streamer.state.checkpoint`). A periodic
 write runs on a thread so that no frame waits for the disk, and is skipped while the previous
 one is still being written (docs/design.md, "Checkpoints").
 """
@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
 
 import numpy as np
 
-from streamer import checkpoint
+from streamer.state import checkpoint
 
 if TYPE_CHECKING:
-    from streamer.metrics import WorkerMetrics
     from streamer.motion.events import EventDetector
-    from streamer.protocol import SequenceTracker
+    from streamer.ops.metrics import WorkerMetrics
+    from streamer.wire.protocol import SequenceTracker
 
 
 class Checkpointable(Protocol):
-    """What is checkpointed: the worker's model stage (:class:`streamer.model_stage.ModelStage`)."""
+    """What is checkpointed: the worker's model stage (:class:`streamer.processes.model_stage.ModelStage`)."""
 
     @property
     def n_frames(self) -> int: ...
@@ -45,7 +45,7 @@ class Checkpointer:
     interval_s : float
         Seconds between periodic checkpoints.
     camera : str
-    metrics : streamer.metrics.WorkerMetrics
+    metrics : streamer.ops.metrics.WorkerMetrics
     log : logging.Logger
     events : streamer.motion.events.EventDetector, optional
         Its open events are checkpointed too (array ``worker_events``, JSON) and ended at the next

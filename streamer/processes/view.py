@@ -11,7 +11,7 @@ Served by the worker itself, which alone holds both the frame and its mask (docs
 - ``/state.json``: the same facts as JSON.
 
 The HTTP server is the standard library's WSGI server, threaded, as for ``/metrics``
-(:func:`streamer.metrics.start_http`); no MJPEG library on PyPI is better kept than the 10 lines
+(:func:`streamer.ops.metrics.start_http`); no MJPEG library on PyPI is better kept than the 10 lines
 of multipart below. With no viewer connected, :meth:`LiveView.offer` only counts the frame: no
 copy, no drawing, no JPEG (docs/results.md, "Motion and live view" has the figures).
 """

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, TextIO
 import cv2
 import zmq
 
-from streamer import security
-from streamer.protocol import (
+from streamer.wire import security
+from streamer.wire.protocol import (
     MAX_SIDE,
     Message,
     ProtocolError,
@@ -59,7 +59,7 @@ def run_subscriber(
     stop : threading.Event
     log : logging.Logger
     on_mask : callable, optional
-        Called with each :class:`streamer.protocol.Message`; printing is skipped when given.
+        Called with each :class:`streamer.wire.protocol.Message`; printing is skipped when given.
     out : file, optional
     on_event : callable, optional
         When given, the same socket also subscribes to ``event/<camera>/`` (in order with the

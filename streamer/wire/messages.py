@@ -10,10 +10,10 @@ fields they do not declare, so that the contract is exact: a header the service 
 not validate is a bug of the service or of this file (tests/streamer/test_messages.py validates
 the headers of a real capture and a real worker).
 
-:func:`schemas` gives their JSON Schemas (draft 2020-12); ``python -m streamer.messages DIR``
+:func:`schemas` gives their JSON Schemas (draft 2020-12); ``python -m streamer.wire.messages DIR``
 writes them as ``DIR/<kind>.schema.json``. The repository keeps them in ``docs/schema/`` for
 subscribers written in other languages, and a test checks that they are the ones these models
-generate. :mod:`streamer.protocol` encodes and decodes the parts (sizes checked before anything
+generate. :mod:`streamer.wire.protocol` encodes and decodes the parts (sizes checked before anything
 is allocated, a reason for every rejection); the limits it checks are the ones declared here.
 """
 
@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from streamer.protocol import CAMERA_RE, END_REASONS, MAX_SIDE, VERSION
+from streamer.wire.protocol import CAMERA_RE, END_REASONS, MAX_SIDE, VERSION
 
 Camera = Annotated[str, Field(pattern=CAMERA_RE.pattern, description="The camera's name.")]
 Epoch = Annotated[str, Field(min_length=1, max_length=64, description="Random id of the sender's start.")]
@@ -227,9 +227,9 @@ def schema_text(schema: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m streamer.messages DIR``: write each kind's schema to ``DIR/<kind>.schema.json``."""
+    """``python -m streamer.wire.messages DIR``: write each kind's schema to ``DIR/<kind>.schema.json``."""
     if len(argv) != 1:
-        print("usage: python -m streamer.messages DIR", file=sys.stderr)
+        print("usage: python -m streamer.wire.messages DIR", file=sys.stderr)
         return 64
     out = pathlib.Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)

@@ -3,17 +3,17 @@
 A short loop over small parts (docs/design.md, "Processes"): the intake validates every message
 (rejections are counted by reason and logged), counts sequence gaps as lost frames and keeps at
 most ``backlog`` frames waiting, dropping the oldest beyond that (counted)
-(:mod:`streamer.intake`; a file's frames are never dropped: the worker then stops receiving
+(:mod:`streamer.processes.intake`; a file's frames are never dropped: the worker then stops receiving
 and the capture waits), logs drops at most every ``DROP_LOG_EVERY_S`` seconds with their count;
 at a capture's end of stream it ends the open events, reason ``"end_of_stream"``, and publishes
 an ``end_of_stream`` event with what became of the stream's frames; the model stage turns a
 frame into a mask and solver facts
-(:mod:`streamer.model_stage`); the motion stage fills the ignored areas before the model and
+(:mod:`streamer.processes.model_stage`); the motion stage fills the ignored areas before the model and
 lists the mask's regions, zone fractions and events after it (:mod:`streamer.motion.stage`);
 each mask is published on ``mask/<camera>/`` and each event on ``event/<camera>/``; the live
-view, when its port is set, shows them (:mod:`streamer.view`); with a state
+view, when its port is set, shows them (:mod:`streamer.processes.view`); with a state
 directory, the checkpointer writes the model atomically every ``checkpoint_interval_s`` and at a
-clean stop, and resumes from a valid checkpoint at start (:mod:`streamer.checkpointer`).
+clean stop, and resumes from a valid checkpoint at start (:mod:`streamer.state.checkpointer`).
 """
 
 from __future__ import annotations
@@ -30,18 +30,19 @@ import cv2
 import numpy as np
 import zmq
 
-from streamer import checkpoint, security
-from streamer.checkpointer import Checkpointer
 from streamer.config import ConfigError
-from streamer.intake import Intake
-from streamer.memory import hold_freed_heap
-from streamer.metrics import WorkerMetrics, serve, start_http
-from streamer.model_stage import ModelStage
 from streamer.motion.stage import MotionStage
 from streamer.motion.zones import ZoneError
-from streamer.protocol import COPY_THRESHOLD, Message, encode, encode_event, log_rejection, new_epoch
-from streamer.threads import limit_threads
-from streamer.view import LiveView
+from streamer.ops.memory import hold_freed_heap
+from streamer.ops.metrics import WorkerMetrics, serve, start_http
+from streamer.ops.threads import limit_threads
+from streamer.processes.intake import Intake
+from streamer.processes.model_stage import ModelStage
+from streamer.processes.view import LiveView
+from streamer.state import checkpoint
+from streamer.state.checkpointer import Checkpointer
+from streamer.wire import security
+from streamer.wire.protocol import COPY_THRESHOLD, Message, encode, encode_event, log_rejection, new_epoch
 
 if TYPE_CHECKING:
     from core.streaming.background import FrameResult
@@ -413,7 +414,7 @@ def run_worker(
     int
         Exit status: 0.
     """
-    if not hold_freed_heap():  # before any thread of ours allocates (streamer.memory)
+    if not hold_freed_heap():  # before any thread of ours allocates (streamer.ops.memory)
         log.info("no glibc mallopt, or it refused a setting: a refit's freed heap is left to the allocator")
     log.info(limit_threads(cfg.worker.blas_threads, cfg.worker.opencv_threads))
     zones = [z.name for z in cfg.motion.zones] or ["frame"]

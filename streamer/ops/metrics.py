@@ -15,7 +15,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import Counter, Gauge, Histogram, make_wsgi_app
 
-from streamer.protocol import REASONS
+from streamer.wire.protocol import REASONS
 
 #: /healthz answers 503 when the main loop made no progress for this long (seconds).
 STALE_AFTER_S = 30.0
@@ -158,7 +158,7 @@ SOLVER_MODES = ("warm", "cold")
 CHECKPOINT_WRITE_RESULTS = ("ok", "error")
 CHECKPOINT_RESTORE_RESULTS = ("warm", "window", "corrupt", "mismatch")
 SOCKETS = ("frames", "masks")
-#: :data:`streamer.protocol.REASONS`, and "seq" for a repeated or old sequence number.
+#: :data:`streamer.wire.protocol.REASONS`, and "seq" for a repeated or old sequence number.
 REJECT_REASONS = (*REASONS, "seq")
 
 

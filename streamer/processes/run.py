@@ -34,16 +34,16 @@ import tomli_w
 from tqdm import tqdm
 
 from core.evaluation.metrics import Confusion, confusion
-from streamer.lifecycle import LOG_LINE
-from streamer.protocol import Message
-from streamer.sources import SyntheticSource, describe
-from streamer.subscriber import run_subscriber
+from streamer.processes.lifecycle import LOG_LINE
+from streamer.processes.sources import SyntheticSource, describe
+from streamer.processes.subscriber import run_subscriber
+from streamer.wire.protocol import Message
 
 if TYPE_CHECKING:
     from streamer.config import Config
 
 #: Seconds a child gets to stop after SIGTERM before it is killed: the worker stops within 5 s at
-#: any resolution (streamer/worker.py), the capture at once.
+#: any resolution (streamer/processes/worker.py), the capture at once.
 CHILD_STOP_TIMEOUT_S = 10.0
 
 
@@ -161,7 +161,7 @@ def run_all(cfg: Config, stop: threading.Event, log: logging.Logger, open_timeou
     ----------
     cfg : streamer.config.Config
     stop : threading.Event
-        Set by SIGINT or SIGTERM (:class:`streamer.lifecycle.StopEvent` says which).
+        Set by SIGINT or SIGTERM (:class:`streamer.processes.lifecycle.StopEvent` says which).
     log : logging.Logger
     open_timeout_s : float
         Seconds the first mask may take from the capture's start; beyond, the run stops with the

@@ -27,9 +27,10 @@ import numpy as np
 import zmq
 
 from core.streaming.resolution import reduce_to_side
-from streamer import metrics, security
-from streamer.protocol import COPY_THRESHOLD, encode, encode_end, new_epoch
-from streamer.sources import EndOfStream, OpenCVSource, SourceError, SyntheticSource, open_source, resize
+from streamer.ops import metrics
+from streamer.processes.sources import EndOfStream, OpenCVSource, SourceError, SyntheticSource, open_source, resize
+from streamer.wire import security
+from streamer.wire.protocol import COPY_THRESHOLD, encode, encode_end, new_epoch
 
 if TYPE_CHECKING:
     from streamer.config import Config
@@ -248,7 +249,7 @@ def run_capture(
 
     A file plays at its own frame rate (``fps`` unset; ``fps`` 0 as fast as the worker takes its
     frames), every frame, stamped with its video time; at its end, or after ``max_frames``, the
-    capture sends the end of its stream (:func:`streamer.protocol.encode_end`). A camera, stream or
+    capture sends the end of its stream (:func:`streamer.wire.protocol.encode_end`). A camera, stream or
     the synthetic scene is live: a frame refused at the high-water mark is a counted drop.
 
     Parameters
@@ -266,7 +267,7 @@ def run_capture(
     """
     c = cfg.capture
     # One OpenCV thread: a capture's conversions are small, and on a shared machine OpenCV's pool
-    # would spin against the workers (FFmpeg decodes on one thread too, streamer.sources).
+    # would spin against the workers (FFmpeg decodes on one thread too, streamer.processes.sources).
     cv2.setNumThreads(1)
     metrics.serve(c.metrics_port, "capture", cfg.camera, c.metrics_address)
     cap = _Capture(cfg, stop, log, notify)

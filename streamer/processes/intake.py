@@ -1,8 +1,8 @@
 """The worker's intake: messages in, validated frames out, with at most ``capacity`` waiting.
 
 Pure logic over the parts of ZeroMQ messages (no sockets, no metrics), so it is tested in-process:
-each offered message is decoded and checked (:func:`streamer.protocol.decode`, and the camera),
-its sequence number tracked (:class:`streamer.protocol.SequenceTracker`), and a valid frame joins
+each offered message is decoded and checked (:func:`streamer.wire.protocol.decode`, and the camera),
+its sequence number tracked (:class:`streamer.wire.protocol.SequenceTracker`), and a valid frame joins
 the backlog. A live source's oldest frame is dropped beyond ``capacity``; a file's (``live``
 false in its header) never is: the intake then :attr:`~Intake.holds_back`, the caller stops
 receiving, and the sockets' high-water marks make the capture wait. A capture's end of stream
@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from streamer.protocol import Message, ProtocolError, SequenceTracker, decode, decode_end, kind_of
+from streamer.wire.protocol import Message, ProtocolError, SequenceTracker, decode, decode_end, kind_of
 
 
 @dataclass(frozen=True)

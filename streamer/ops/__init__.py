@@ -1,0 +1,1 @@
+"""Operations: metrics and health, sd_notify, thread budgets, the heap."""

@@ -1,0 +1,1 @@
+"""State: the worker's model checkpoints."""

@@ -1,0 +1,1 @@
+"""The wire: messages, their typed headers and schemas, and CURVE security."""
