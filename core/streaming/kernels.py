@@ -29,7 +29,7 @@ _ZERO = np.float32(0.0)
 
 
 @njit(cache=True, nogil=True)
-def _count(samples, row, xv, r, k):  # pragma: no cover - compiled
+def _count(samples: np.ndarray, row: int, xv: np.float32, r: np.float32, k: int) -> int:  # pragma: no cover - compiled
     """Samples of pixel ``row`` strictly within ``r`` of ``xv``."""
     c = 0
     for s in range(k):
@@ -40,8 +40,22 @@ def _count(samples, row, xv, r, k):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def decide(
-    x, bg, half, v, gain, samples, ready, radius, matches, dynamic_blink, nbr, shadow_lo, shadow_hi, cand, ratio
-):  # pragma: no cover - compiled
+    x: np.ndarray,
+    bg: np.ndarray,
+    half: np.ndarray,
+    v: np.ndarray,
+    gain: np.float32,
+    samples: np.ndarray,
+    ready: bool,
+    radius: np.float32,
+    matches: int,
+    dynamic_blink: np.float32,
+    nbr: np.ndarray,
+    shadow_lo: np.float32,
+    shadow_hi: np.float32,
+    cand: np.ndarray,
+    ratio: np.ndarray,
+) -> int:  # pragma: no cover - compiled
     """One frame's band decision and sample consensus, per pixel (flat arrays of h * w pixels).
 
     Parameters
@@ -108,7 +122,17 @@ def decide(
 
 
 @njit(cache=True, nogil=True)
-def count_blinks(raw, prev_raw, objects, v, down, up_down, top, dynamic_blink, dynamic):  # pragma: no cover - compiled
+def count_blinks(
+    raw: np.ndarray,
+    prev_raw: np.ndarray,
+    objects: np.ndarray,
+    v: np.ndarray,
+    down: np.float32,
+    up_down: np.float32,
+    top: np.float32,
+    dynamic_blink: np.float32,
+    dynamic: np.ndarray,
+) -> None:  # pragma: no cover - compiled
     """The blink counts' update (:meth:`core.streaming.decision.PixelDecision.feedback`), in place.
 
     ``v -= down``; ``v += up_down`` where ``raw != prev_raw`` outside ``objects``; then ``v`` is
@@ -124,7 +148,15 @@ def count_blinks(raw, prev_raw, objects, v, down, up_down, top, dynamic_blink, d
 
 
 @njit(cache=True, nogil=True)
-def due_pixels(order, start, step, learn, dynamic, due, spread):  # pragma: no cover - compiled
+def due_pixels(
+    order: np.ndarray,
+    start: int,
+    step: int,
+    learn: np.ndarray,
+    dynamic: np.ndarray,
+    due: np.ndarray,
+    spread: np.ndarray,
+) -> tuple[int, int]:  # pragma: no cover - compiled
     """The pixels whose sample is replaced at this frame, in the reference's order.
 
     Parameters
@@ -162,7 +194,16 @@ def due_pixels(order, start, step, learn, dynamic, due, spread):  # pragma: no c
 
 
 @njit(cache=True, nogil=True)
-def write_samples(samples, x, due, own, spread, nbr_pick, nbr_own, nbr):  # pragma: no cover - compiled
+def write_samples(
+    samples: np.ndarray,
+    x: np.ndarray,
+    due: np.ndarray,
+    own: np.ndarray,
+    spread: np.ndarray,
+    nbr_pick: np.ndarray,
+    nbr_own: np.ndarray,
+    nbr: np.ndarray,
+) -> None:  # pragma: no cover - compiled
     """Write the due pixels' values into their samples, and the dynamic ones' into a neighbour's.
 
     ``samples`` (h * w, K) float32 (written); ``x`` (h * w,) float32; ``due`` (nd,) and ``own``
