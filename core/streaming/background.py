@@ -586,12 +586,19 @@ def _warm_kernels() -> None:
     Raises
     ------
     ValueError
-        If numba cannot be imported (``kernel = "numpy"`` runs without it).
+        If numba cannot be imported, or has nowhere to cache the compiled code (its default
+        places, beside the package and in the user's cache, are read-only and ``NUMBA_CACHE_DIR``
+        is unset); ``kernel = "numpy"`` runs without it.
     """
     try:
         from core.streaming import kernels
     except ImportError as exc:
         raise ValueError(f"kernel 'numba' needs numba ({exc}); install it, or set kernel = 'numpy'") from None
+    except RuntimeError as exc:  # numba's "cannot cache function ...: no locator available"
+        raise ValueError(
+            f"kernel 'numba' cannot cache its compiled code ({exc}): set NUMBA_CACHE_DIR to a writable "
+            "directory, or kernel = 'numpy'"
+        ) from None
     kernels.warm()
 
 

@@ -174,7 +174,10 @@ class _Worker:
         self.mask_encoding = cfg.worker.mask_encoding
         self.m = WorkerMetrics(cfg.camera, self.motion.events.zones)
         self.intake = Intake(cfg.camera, w.max_side, w.backlog)
-        self.stage = ModelStage(cfg.model.params())
+        try:
+            self.stage = ModelStage(cfg.model.params())
+        except ValueError as exc:  # the knobs were checked when loaded: what is left is the environment's
+            raise ConfigError(f"model: {exc}") from None
         self.view: LiveView | None = None
         if cfg.view.port:
             self.view = LiveView(

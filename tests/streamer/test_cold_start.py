@@ -64,3 +64,22 @@ def test_kernels_compile_before_the_worker_is_ready_and_load_from_the_cache_next
     # the compilation happens before the first frame is judged: frames queued while it ran get their
     # masks at once (measured 0.1-0.3 s; 3 s is the bound for the first mask on an empty cache)
     assert cold_mask < 3.0 and warm_mask < 3.0
+
+
+def test_a_worker_that_cannot_cache_the_kernels_says_so_and_runs_with_numpy():
+    # numba finds nowhere to cache (as on a read-only root without NUMBA_CACHE_DIR): its locators
+    # are narrowed to one that never applies outside IPython
+    env = {**os.environ, "NUMBA_CACHE_LOCATOR_CLASSES": "numba.core.caching.IPythonCacheLocator"}
+    env.pop("NUMBA_CACHE_DIR", None)
+    worker = start_worker(tcp(), tcp(), free_port(), env=env)
+    rc = worker.wait(60)  # it exits by itself: a configuration error
+    err = worker.stderr.read().decode()
+    assert rc == 78, err[-2000:]
+    assert "NUMBA_CACHE_DIR" in err and "kernel = 'numpy'" in err and "Traceback" not in err
+    # the way out it names: the numpy reference needs no compiled code
+    worker = start_worker(tcp(), tcp(), free_port(), "--kernel", "numpy", env=env)
+    try:
+        wait_for_line(worker, "model ready in", 60)
+    finally:
+        rc, _, err = stop(worker)
+    assert rc == 0, err[-2000:]
