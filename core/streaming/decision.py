@@ -31,7 +31,7 @@ import numpy as np
 from core.streaming.median import median
 from core.streaming.params import BackgroundParams
 from core.streaming.postprocess import square
-from core.streaming.samples import SampleSet
+from core.streaming.samples import SampleSet, flat
 
 #: 1 / Phi^-1(3/4): turns a median absolute deviation into a Gaussian sigma.
 MAD_TO_SIGMA = 1.4826
@@ -179,7 +179,7 @@ class PixelDecision:
         Pixels whose blink count exceeds ``dynamic_blink`` (updated by :meth:`feedback`).
     widen : ndarray, shape (h, w), float32, or None
         The band's blink widening ``1 + blink_gain v`` at the last :meth:`raw` (None without
-        feedback).
+        feedback, and with the compiled kernels, which widen inside their loop).
     """
 
     #: Arrays a checkpoint stores: attribute name -> dtype.
@@ -338,7 +338,7 @@ class PixelDecision:
         lo, hi = p.shadow_ratio
         assert self._kernels is not None
         shadowed = self._kernels.decide(
-            _flat(x), _flat(bg), _flat(half), self.v.reshape(-1), np.float32(p.blink_gain), table, ready,
+            flat(x), flat(bg), flat(half), self.v.reshape(-1), np.float32(p.blink_gain), table, ready,
             np.float32(radius), matches, np.float32(p.dynamic_blink), nbr, np.float32(lo), np.float32(hi),
             cand.reshape(-1), ratio.reshape(-1),
         )  # fmt: skip
@@ -364,7 +364,7 @@ class PixelDecision:
             if self._kernels is not None:
                 self.dynamic = np.empty(self.shape, bool)
                 self._kernels.count_blinks(
-                    _flat(raw), _flat(self.prev_raw), _flat(objects), self.v.reshape(-1),
+                    flat(raw), flat(self.prev_raw), flat(objects), self.v.reshape(-1),
                     np.float32(p.blink_down), np.float32(p.blink_up + p.blink_down), np.float32(p.blink_max),
                     np.float32(p.dynamic_blink), self.dynamic.reshape(-1),
                 )  # fmt: skip
@@ -382,11 +382,6 @@ class PixelDecision:
 #: What the compiled decision reads for the samples of a model without any.
 _NO_SAMPLES = np.zeros((0, 1), np.float32)
 _NO_NEIGHBOURS = np.zeros((0, 8), np.intp)
-
-
-def _flat(a: np.ndarray) -> np.ndarray:
-    """``a`` as a C-contiguous 1-D array (a view when it is contiguous already), for the kernels."""
-    return np.ascontiguousarray(a).reshape(-1)
 
 
 def global_threshold(score: np.ndarray, p: BackgroundParams) -> float:

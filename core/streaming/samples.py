@@ -329,7 +329,7 @@ class SampleSet:
             self._due = np.empty((2, order.size), np.int64)
         due, spread = self._due[0], self._due[1]
         nd, ns = self._kernels.due_pixels(
-            order, (t % p.period) // fast, p.period // fast, _flat_bool(learn), _flat_bool(dynamic), due, spread
+            order, (t % p.period) // fast, p.period // fast, flat(learn), flat(dynamic), due, spread
         )
         rng = self._rng(t)
         own = rng.integers(0, p.k, nd)
@@ -375,6 +375,7 @@ class SampleSet:
         self.samples += np.float32(offset)
 
 
-def _flat_bool(a: np.ndarray) -> np.ndarray:
-    """``a`` (bool) as a C-contiguous 1-D array, for the kernels."""
-    return np.ascontiguousarray(a, dtype=bool).reshape(-1)
+def flat(a: np.ndarray) -> np.ndarray:
+    """``a`` as a C-contiguous 1-D array (a view when it is contiguous already), for the compiled
+    kernels (:mod:`core.streaming.kernels`)."""
+    return np.ascontiguousarray(a).reshape(-1)
