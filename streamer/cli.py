@@ -9,65 +9,31 @@ stopped by Ctrl-C (128 + the signal's number).
 import argparse
 import os
 import sys
+import types
+import typing
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from core.streaming.params import knobs
-from streamer.config import EX_CONFIG, MODEL_KNOBS_NOT_CONFIGURED, ConfigError, load
+from pydantic.fields import FieldInfo
+
+from streamer.config import (
+    EX_CONFIG,
+    SECTION_COMMANDS,
+    Config,
+    ConfigError,
+    bounds_text,
+    flag_name,
+    flag_of,
+    load,
+    settings,
+    unit_of,
+)
 from streamer.processes.sources import describe
 
 #: sysexits.h: an input file did not exist.
 EX_NOINPUT = 66
 
-# flag dest -> config key
-CAPTURE_KEYS = {
-    "source": "capture.source",
-    "frames_endpoint": "capture.frames_endpoint",
-    "metrics_port": "capture.metrics_port",
-    "metrics_address": "capture.metrics_address",
-    "fps": "capture.fps",
-    "width": "capture.width",
-    "height": "capture.height",
-    "loop": "capture.loop",
-    "max_frames": "capture.max_frames",
-    "live": "capture.live",
-    "curve_secret_key": "capture.curve_secret_key",
-    "curve_server_key": "capture.curve_server_key",
-}
-WORKER_KEYS = {
-    "frames_endpoint": "worker.frames_endpoint",
-    "masks_endpoint": "worker.masks_endpoint",
-    "metrics_port": "worker.metrics_port",
-    "metrics_address": "worker.metrics_address",
-    "snapshot": "worker.snapshot",
-    "state_dir": "worker.state_dir",
-    "checkpoint_interval": "worker.checkpoint_interval_s",
-    "curve_secret_key": "worker.curve_secret_key",
-    "curve_authorized_keys": "worker.curve_authorized_keys",
-    "view_port": "view.port",
-    "view_address": "view.address",
-    "preview_fps": "view.preview_fps",
-}
-SUBSCRIBE_KEYS = {
-    "masks_endpoint": "subscribe.masks_endpoint",
-    "output": "subscribe.output",
-    "count": "subscribe.count",
-    "keep": "subscribe.keep",
-    "events": "subscribe.events",
-    "curve_secret_key": "subscribe.curve_secret_key",
-    "curve_server_key": "subscribe.curve_server_key",
-}
-RUN_KEYS = {
-    "source": "capture.source",
-    "max_frames": "capture.max_frames",
-    "output": "subscribe.output",
-    "fps": "capture.fps",
-    "width": "capture.width",
-    "height": "capture.height",
-    "loop": "capture.loop",
-    "view_port": "view.port",
-}
 #: What ``run`` uses for the synthetic scene where neither the file nor a flag says (a first look
 #: ends, at a camera's pace); see :func:`run_defaults` for the other sources.
 RUN_DEFAULTS = {"capture.max_frames": 300, "capture.fps": 30.0}
@@ -86,202 +52,80 @@ def run_defaults(source: str, loop: bool) -> dict[str, Any]:
     return {} if kind == "file" and not loop else {"capture.max_frames": 300}
 
 
-#: The model flags of ``worker`` and ``run`` (:func:`model_flags`), one per knob.
-MODEL_KEYS = {f"model_{f.name}": f"model.{f.name}" for f, _, _ in knobs() if f.name not in MODEL_KNOBS_NOT_CONFIGURED}
-WORKER_KEYS.update(MODEL_KEYS)
-RUN_KEYS.update(MODEL_KEYS)
+_GROUPS = {
+    "": None,
+    "capture": "the source ([capture] in the configuration)",
+    "worker": "the worker ([worker] in the configuration)",
+    "view": "the live view ([view] in the configuration)",
+    "subscribe": "the subscriber ([subscribe] in the configuration)",
+    "model": "the background model's knobs ([model] in the configuration)",
+}
 
 
-def model_flags(parser: argparse.ArgumentParser) -> None:
-    """A flag per model knob (``--window``, ``--k-sigma``, ...), from the knobs' one declaration.
+def flag_type(field: FieldInfo) -> tuple[type, tuple | None]:
+    """The type a flag's text is converted to, and the choices of a Literal, from the annotation."""
+    t = field.annotation
+    if typing.get_origin(t) in (typing.Union, types.UnionType):  # Optional[X]
+        t = next(a for a in typing.get_args(t) if a is not type(None))
+    if typing.get_origin(t) is typing.Literal:
+        return str, typing.get_args(t)
+    assert isinstance(t, type), field
+    return t, None
 
-    Each sets ``model.<knob>`` (:data:`MODEL_KEYS`) over the configuration file; its help is the
-    knob's meaning, unit, range and default (core/streaming/params.py).
+
+def setting_flags(parser: argparse.ArgumentParser, command: str) -> None:
+    """The flags of one service subcommand, each from its setting's one declaration.
+
+    Every key of the configuration declared with a :class:`streamer.config.Flag` naming ``command``
+    becomes ``--key`` (or the flag's own name), whose value sets ``section.key`` over the file
+    (``dest`` is the key itself, so :func:`config_overrides` needs no map); its help is the
+    setting's meaning, its unit and range, and its default (streamer.config, :func:`setting`).
     """
-    group = parser.add_argument_group("model", "the background model's knobs ([model] in the configuration)")
-    for f, k, kind in knobs():
-        if f.name in MODEL_KNOBS_NOT_CONFIGURED:
+    groups: dict[str, Any] = {}
+    for key, field in settings():
+        section = key.rpartition(".")[0]
+        flag = flag_of(field)
+        if flag is None or command not in flag.commands or command not in SECTION_COMMANDS[section]:
             continue
-        extra = "; ".join(x for x in (k.unit, k.range_text(), f"default {f.default}") if x)
-        opts: dict[str, Any] = {"dest": f"model_{f.name}", "help": f"{k.meaning} ({extra})"}
+        if section not in groups:
+            groups[section] = parser.add_argument_group(section, _GROUPS[section]) if _GROUPS[section] else parser
+        kind, choices = flag_type(field)
+        default = "unset" if field.default is None else field.default
+        if isinstance(default, bool):
+            default = "on" if default else "off"
+        notes = "; ".join(x for x in (unit_of(field), bounds_text(field), f"default {default}") if x)
+        text = flag.help_for.get(command) or f"{field.description} ({notes})"
+        opts: dict[str, Any] = {"dest": key, "help": text}
         if kind is bool:
             opts["action"] = argparse.BooleanOptionalAction
         else:
-            opts.update(type=kind, metavar=f.name.upper(), choices=k.choices)
-        group.add_argument("--" + f.name.replace("_", "-"), **opts)
+            opts.update(type=kind, choices=choices, metavar=None if choices else flag.metavar)
+        groups[section].add_argument(flag_name(key, flag), **opts)
 
 
-def _log_level(sp) -> None:
-    """--log-level (every subcommand)."""
-    sp.add_argument(
-        "--log-level",
-        choices=("debug", "info", "warning", "error"),
-        help="the lowest level of the log lines on stderr (default: the configuration file's log_level, else info)",
-    )
-
-
-def _common(sp) -> None:
-    """--config, --camera and --log-level."""
-    _log_level(sp)
+def _config_flag(sp) -> None:
+    """--config (the service subcommands)."""
     sp.add_argument(
         "--config",
         metavar="FILE",
         help="TOML configuration file; the flags given override it, no other flag does (default: none)",
     )
+
+
+def _log_level(sp) -> None:
+    """--log-level of keygen and evaluate (no configuration file), from the setting's declaration."""
+    field = Config.model_fields["log_level"]
     sp.add_argument(
-        "--camera",
-        metavar="NAME",
-        required=False,
-        help="camera name, 1-64 of A-Z a-z 0-9 _ . - (topic frame/NAME/ and mask/NAME/; default 'default')",
+        "--log-level", dest="log_level", choices=flag_type(field)[1], help=f"{field.description} (default info)"
     )
 
 
-def _curve_client(sp) -> None:
-    """CURVE client keys (capture, subscribe)."""
-    sp.add_argument(
-        "--curve-secret-key",
-        metavar="FILE",
-        help="CURVE: this process's NAME.key_secret (kdrsdl keygen); with --curve-server-key (default: no CURVE)",
-    )
-    sp.add_argument(
-        "--curve-server-key", metavar="FILE", help="CURVE: the worker's public NAME.key (default: no CURVE)"
-    )
-
-
-def _capture_parser(sub) -> None:
-    """The capture subcommand."""
-    c = sub.add_parser("capture", help="read a source and push grayscale frames to a worker")
-    _common(c)
-    c.add_argument(
-        "--source",
-        metavar="SRC",
-        help="camera index (0), rtsp:// or http(s):// URL, video file, or 'synthetic[:WxH]' (default synthetic)",
-    )
-    c.add_argument(
-        "--frames-endpoint",
-        metavar="EP",
-        help="ZeroMQ endpoint the worker binds, connected to (default ipc:///tmp/kdrsdl-frames-default)",
-    )
-    _metrics_flags(c)
-    _source_flags(c)
-    c.add_argument(
-        "--max-frames",
-        type=int,
-        metavar="N",
-        help="stop after N frames (default 0 = never; a file stops at its end)",
-    )
-    c.add_argument(
-        "--live",
-        action="store_const",
-        const=True,
-        help="play a video file as a live camera: drop what the worker cannot take, wall-clock timestamps "
-        "(default: a file is played whole, at the worker's pace if slower)",
-    )
-
-    _curve_client(c)
-
-
-def _metrics_flags(sp) -> None:
-    """--metrics-port and --metrics-address (capture and worker)."""
-    sp.add_argument(
-        "--metrics-port", type=int, metavar="P", help="Prometheus /metrics and /healthz TCP port (default 0 = off)"
-    )
-    sp.add_argument("--metrics-address", metavar="ADDR", help="address the metrics port listens on (default 127.0.0.1)")
-
-
-def _source_flags(sp) -> None:
-    """--fps, --width, --height, --loop (capture and run)."""
-    sp.add_argument(
-        "--fps",
-        type=float,
-        metavar="F",
-        help="frames per second sent, at most (default: the source's own rate, a file's frame rate; "
-        "0 = as fast as the worker takes them)",
-    )
-    sp.add_argument("--width", type=int, metavar="W", help="resize to W pixels wide, with --height (default: as read)")
-    sp.add_argument("--height", type=int, metavar="H", help="resize to H pixels high, with --width (default: as read)")
-    sp.add_argument(
-        "--loop",
-        action="store_const",
-        const=True,
-        help="play a video file again from its start at its end (default off)",
-    )
-
-
-def _worker_parser(sub) -> None:
-    """The worker subcommand."""
-    w = sub.add_parser("worker", help="keep a KDRSDL background model and publish a mask per frame")
-    _common(w)
-    w.add_argument(
-        "--frames-endpoint",
-        metavar="EP",
-        help="ZeroMQ endpoint to bind for frames, PULL (default ipc:///tmp/kdrsdl-frames-default)",
-    )
-    w.add_argument(
-        "--masks-endpoint",
-        metavar="EP",
-        help="ZeroMQ endpoint to bind for masks and events, PUB (default ipc:///tmp/kdrsdl-masks-default)",
-    )
-    _metrics_flags(w)
-    model_flags(w)
-    w.add_argument(
-        "--snapshot",
-        metavar="PNG",
-        help="write frame | background | score | mask of the last frame at stop (default: none)",
-    )
-    w.add_argument(
-        "--state-dir",
-        metavar="DIR",
-        help="checkpoint the model to DIR/<camera>.npz and resume from it at start (default: no checkpoints)",
-    )
-    w.add_argument("--checkpoint-interval", type=float, metavar="S", help="seconds between checkpoints (default 60)")
-    _view_flags(w)
-
-    w.add_argument(
-        "--curve-secret-key",
-        metavar="FILE",
-        help="CURVE on both sockets: the worker's NAME.key_secret (kdrsdl keygen); with --curve-authorized-keys "
-        "(default: no CURVE)",
-    )
-    w.add_argument(
-        "--curve-authorized-keys",
-        metavar="DIR",
-        help="CURVE: directory of the public NAME.key files of the captures and subscribers allowed in (default: none)",
-    )
-
-
-def _view_flags(sp, port_only: bool = False) -> None:
-    """The live view's flags ([view] in the configuration)."""
-    sp.add_argument(
-        "--view-port", type=int, metavar="P", help="serve the live view page on this port (default 0 = off)"
-    )
-    if port_only:
-        return
-    sp.add_argument("--view-address", metavar="ADDR", help="address the live view listens on (default 127.0.0.1)")
-    sp.add_argument(
-        "--preview-fps", type=float, metavar="F", help="JPEG frames a second sent to each viewer, at most (default 5)"
-    )
-
-
-def _subscribe_parser(sub) -> None:
-    """The subscribe subcommand."""
-    s = sub.add_parser("subscribe", help="print (and optionally save) the masks of a camera")
-    _common(s)
-    s.add_argument(
-        "--masks-endpoint",
-        metavar="EP",
-        help="ZeroMQ endpoint the worker publishes on (default ipc:///tmp/kdrsdl-masks-default)",
-    )
-    s.add_argument("--output", metavar="DIR", help="write each mask as a PNG into DIR (default: none written)")
-    s.add_argument("--count", type=int, metavar="N", help="stop after N masks (default 0 = never)")
-    s.add_argument("--keep", type=int, metavar="N", help="keep the newest N PNGs in --output (default 1000, 0 = all)")
-    s.add_argument(
-        "--events",
-        action="store_const",
-        const=True,
-        help="print the motion events (event/<camera>/) as JSON lines instead of the masks (default off)",
-    )
-    _curve_client(s)
+def _service_parser(sub, command: str, help: str):
+    """A service subcommand: --config, then its settings' flags."""
+    sp = sub.add_parser(command, help=help)
+    _config_flag(sp)
+    setting_flags(sp, command)
+    return sp
 
 
 def _keygen_parser(sub) -> None:
@@ -293,28 +137,8 @@ def _keygen_parser(sub) -> None:
 
 
 def _run_parser(sub) -> None:
-    """The run subcommand."""
-    r = sub.add_parser("run", help="capture + worker + subscriber in one command, for a first look")
-    _common(r)
-    r.add_argument(
-        "--source",
-        metavar="SRC",
-        default=None,
-        help="camera index (0), rtsp:// or http(s):// URL, video file, or 'synthetic[:WxH]' (default synthetic)",
-    )
-    r.add_argument(
-        "--max-frames",
-        type=int,
-        metavar="N",
-        help="frames to process (default: a video file's every frame; 300 for a camera, a stream, a looping "
-        "file or the synthetic scene; 0 = until Ctrl-C)",
-    )
-    r.add_argument(
-        "--output",
-        metavar="DIR",
-        help="write this run's masks and contact_sheet.png into DIR/<camera>-<UTC time>/ (default: none written)",
-    )
-    _source_flags(r)
+    """The run subcommand: the settings' flags, and how long the source may take to start."""
+    r = _service_parser(sub, "run", "capture + worker + subscriber in one command, for a first look")
     r.add_argument(
         "--open-timeout",
         type=float,
@@ -322,8 +146,6 @@ def _run_parser(sub) -> None:
         default=15.0,
         help="seconds the source may take to give its first frame before the run stops, exit 69 (default 15)",
     )
-    _view_flags(r, port_only=True)
-    model_flags(r)
 
 
 def _evaluate_parser(sub) -> None:
@@ -375,18 +197,20 @@ def build_parser() -> argparse.ArgumentParser:
         own = "unknown (not installed)"
     p.add_argument("--version", action="version", version=f"kdrsdl-stream {own}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_capture_parser, _worker_parser, _subscribe_parser, _keygen_parser, _run_parser, _evaluate_parser):
-        add(sub)
+    _service_parser(sub, "capture", "read a source and push grayscale frames to a worker")
+    _service_parser(sub, "worker", "keep a KDRSDL background model and publish a mask per frame")
+    _service_parser(sub, "subscribe", "print (and optionally save) the masks of a camera")
+    _keygen_parser(sub)
+    _run_parser(sub)
+    _evaluate_parser(sub)
     return p
 
 
 def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """``{"section.key": value}`` of the flags given to a service subcommand (None = not given)."""
-    keys = {"capture": CAPTURE_KEYS, "worker": WORKER_KEYS, "subscribe": SUBSCRIBE_KEYS, "run": RUN_KEYS}[args.command]
-    overrides = {key: getattr(args, dest) for dest, key in keys.items()}
-    overrides["camera"] = args.camera
-    overrides["log_level"] = args.log_level
-    return overrides
+    """``{"section.key": value}`` of the flags given to a service subcommand (None = not given):
+    each flag's ``dest`` is its key (:func:`setting_flags`)."""
+    keys = {key for key, _ in settings()}
+    return {dest: value for dest, value in vars(args).items() if dest in keys}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

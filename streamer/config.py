@@ -7,12 +7,18 @@ environment variable NAME (a secret such as an RTSP password stays out of the fi
 an unset one is a configuration error naming it.
 """
 
+import dataclasses
 import os
 import re
+import sys
 import tomllib
+import types
+import typing
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
+import annotated_types
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -23,6 +29,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
 from core.streaming.params import BackgroundParams, knobs
 from streamer.motion.events import FRAME
@@ -41,11 +48,117 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
+#: The service subcommands, and which of them may take a flag for a key of each table.
+COMMANDS = ("capture", "worker", "subscribe", "run")
+SECTION_COMMANDS = {
+    "": COMMANDS,
+    "capture": ("capture", "run"),
+    "worker": ("worker", "run"),
+    "view": ("worker", "run"),
+    "subscribe": ("subscribe", "run"),
+    "model": ("worker", "run"),
+}
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a setting is given on the command line (part of its one declaration, :func:`setting`).
+
+    Attributes
+    ----------
+    commands : tuple of str
+        The subcommands that take the flag (a subset of the table's :data:`SECTION_COMMANDS`).
+    name : str
+        The option, ``--`` and the key with ``_`` as ``-`` unless given.
+    metavar : str
+        The value's placeholder in ``--help``.
+    help_for : dict
+        A subcommand's own help, where the key means more there (``run --max-frames``).
+    """
+
+    commands: tuple[str, ...]
+    name: str | None = None
+    metavar: str | None = None
+    help_for: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A setting's unit ("frames", "pixels", ...), kept in its field's metadata for the help and docs."""
+
+    text: str
+
+
+def setting(default: Any, meaning: str, flag: Flag | None = None, **bounds: Any) -> Any:
+    """One setting's one declaration: its default, its bounds, its meaning and its flag.
+
+    The configuration file's validation, the subcommands' flags and their help (streamer.cli) and
+    docs/configuration.md's tables (:func:`reference`) all come from it.
+
+    Parameters
+    ----------
+    default
+        The value when neither the file nor a flag gives one.
+    meaning : str
+        What it does, in the words of ``--help`` and the docs; the unit where it has one.
+    flag : Flag, optional
+        The subcommands that take it as a flag; None = the file only.
+    **bounds
+        pydantic's constraints (``ge``, ``le``, ``gt``, ``lt``, ``min_length``, ``max_length``).
+
+    Returns
+    -------
+    pydantic.fields.FieldInfo
+        With the :class:`Flag` in its metadata (pydantic keeps and ignores objects it does not know).
+    """
+    field = Field(default, description=meaning, **bounds)
+    if flag is not None:
+        field.metadata.append(flag)
+    return field
+
+
+def flag_of(field: FieldInfo) -> Flag | None:
+    """The :class:`Flag` of a field declared by :func:`setting`, or None."""
+    return next((m for m in field.metadata if isinstance(m, Flag)), None)
+
+
+def unit_of(field: FieldInfo) -> str:
+    """The unit of a field (a model knob's, :class:`Unit`), or ""."""
+    return next((m.text for m in field.metadata if isinstance(m, Unit)), "")
+
+
+def bounds_text(field: FieldInfo) -> str:
+    """A setting's range in words from its pydantic bounds, e.g. ``in [0, 65535]`` or ``> 0``."""
+    lo = hi = None
+    for m in field.metadata:
+        if isinstance(m, (annotated_types.Ge, annotated_types.Gt)):
+            lo = ("[", m.ge) if isinstance(m, annotated_types.Ge) else ("(", m.gt)
+        elif isinstance(m, (annotated_types.Le, annotated_types.Lt)):
+            hi = ("]", m.le) if isinstance(m, annotated_types.Le) else (")", m.lt)
+    if lo and hi:
+        return f"in {lo[0]}{lo[1]:g}, {hi[1]:g}{hi[0]}"
+    if lo:
+        return f"{'>=' if lo[0] == '[' else '>'} {lo[1]:g}"
+    if hi:
+        return f"{'<=' if hi[0] == ']' else '<'} {hi[1]:g}"
+    return ""
+
+
+def flag_name(key: str, flag: Flag) -> str:
+    """The option of setting ``key`` ("section.key"): the flag's own name, else ``--key`` with ``-``."""
+    return flag.name or "--" + key.rpartition(".")[2].replace("_", "-")
+
+
+_CURVE_KEY = "CURVE: this process's NAME.key_secret file (kdrsdl keygen); with curve_server_key; unset = no CURVE"
+
+
 class _CurveClient(_Strict):
     """CURVE client keys (streamer.wire.security): this process's key pair and the worker's public key."""
 
-    curve_secret_key: Optional[str] = Field(None, description="this process's NAME.key_secret file; None = no CURVE")
-    curve_server_key: Optional[str] = Field(None, description="the worker's public NAME.key file")
+    curve_secret_key: Optional[str] = setting(None, _CURVE_KEY, Flag(("capture", "subscribe"), metavar="FILE"))
+    curve_server_key: Optional[str] = setting(
+        None, "CURVE: the worker's public NAME.key file", Flag(("capture", "subscribe"), metavar="FILE")
+    )
 
     @model_validator(mode="after")
     def _curve_pair(self) -> "_CurveClient":
@@ -57,29 +170,73 @@ class _CurveClient(_Strict):
         return self
 
 
+_SOURCE = "camera index (0), rtsp:// or http(s):// URL, video file, or 'synthetic[:WxH]'"
+
+
 class CaptureConfig(_CurveClient):
-    source: str = "synthetic"
-    frames_endpoint: str = "ipc:///tmp/kdrsdl-frames-default"
-    metrics_port: int = Field(0, ge=0, le=65535)
-    metrics_address: str = "127.0.0.1"
-    fps: Optional[float] = Field(
+    """The ``[capture]`` table: the source and how its frames are sent."""
+
+    source: str = setting("synthetic", _SOURCE, Flag(("capture", "run"), metavar="SRC"))
+    frames_endpoint: str = setting(
+        "ipc:///tmp/kdrsdl-frames-default",
+        "ZeroMQ endpoint the worker binds, connected to",
+        Flag(("capture",), metavar="EP"),
+    )
+    metrics_port: int = setting(
+        0, "Prometheus /metrics and /healthz TCP port; 0 = off", Flag(("capture",), metavar="P"), ge=0, le=65535
+    )
+    metrics_address: str = setting(
+        "127.0.0.1", "address the metrics port listens on", Flag(("capture",), metavar="ADDR")
+    )
+    fps: Optional[float] = setting(
         None,
+        "frames per second sent, at most; unset = the source's own rate (a file's frame rate, "
+        "a camera's or stream's pace, the synthetic scene unthrottled); 0 = as fast as the worker takes them",
+        Flag(("capture", "run"), metavar="F"),
         ge=0,
         le=1000,
-        description="frames per second sent, at most; unset = the source's own rate (a file's frame rate, "
-        "a camera's or stream's pace, the synthetic scene unthrottled); 0 = as fast as the worker takes them",
     )
-    width: int = Field(0, ge=0, le=8192)
-    height: int = Field(0, ge=0, le=8192)
-    loop: bool = False
-    max_frames: int = Field(0, ge=0, description="stop after this many frames, 0 = never (a file: at its end)")
-    live: Optional[bool] = Field(
+    width: int = setting(
+        0,
+        "resize to this width, pixels, with height; 0 = as read",
+        Flag(("capture", "run"), metavar="W"),
+        ge=0,
+        le=8192,
+    )
+    height: int = setting(
+        0,
+        "resize to this height, pixels, with width; 0 = as read",
+        Flag(("capture", "run"), metavar="H"),
+        ge=0,
+        le=8192,
+    )
+    loop: bool = setting(False, "play a video file again from its start at its end", Flag(("capture", "run")))
+    max_frames: int = setting(
+        0,
+        "stop after this many frames, 0 = never (a file: at its end)",
+        Flag(
+            ("capture", "run"),
+            metavar="N",
+            help_for={
+                "run": "frames to process (default: a video file's every frame; 300 for a camera, a stream, a "
+                "looping file or the synthetic scene; 0 = until Ctrl-C)"
+            },
+        ),
+        ge=0,
+    )
+    live: Optional[bool] = setting(
         None,
-        description="unset = a file is not live (every frame sent, the capture waits for the worker, "
+        "unset = a file is not live (every frame sent, the capture waits for the worker, "
         "video timestamps) and a camera or stream is; true = play a file as a live camera would "
         "(frames the worker cannot take are dropped, wall-clock timestamps)",
+        Flag(("capture",)),
     )
-    sndhwm: int = Field(4, ge=1, le=10000)
+    sndhwm: int = setting(
+        4,
+        "frames queued for the worker; beyond, a live source's frame is a counted drop and a file waits",
+        ge=1,
+        le=10000,
+    )
 
 
 class _ModelBase(_Strict):
@@ -100,7 +257,9 @@ def _model_fields() -> dict[str, Any]:
             bounds["gt" if k.low_open else "ge"] = k.low
         if k.high is not None:
             bounds["lt" if k.high_open else "le"] = k.high
-        out[f.name] = (Optional[t] if k.optional else t, Field(f.default, description=k.meaning, **bounds))
+        field = setting(f.default, k.meaning, Flag(SECTION_COMMANDS["model"], metavar=f.name.upper()), **bounds)
+        field.metadata.append(Unit(k.unit))
+        out[f.name] = (Optional[t] if k.optional else t, field)
     return out
 
 
@@ -114,25 +273,60 @@ ModelConfig.__doc__ = "The ``[model]`` table: every knob of core.streaming.param
 
 
 class WorkerConfig(_Strict):
-    frames_endpoint: str = "ipc:///tmp/kdrsdl-frames-default"
-    masks_endpoint: str = "ipc:///tmp/kdrsdl-masks-default"
-    metrics_port: int = Field(0, ge=0, le=65535)
-    metrics_address: str = "127.0.0.1"
-    rcvhwm: int = Field(4, ge=1, le=10000)
-    backlog: int = Field(2, ge=1, le=1000, description="frames kept waiting; older ones are dropped")
-    max_side: int = Field(4096, ge=16, le=8192)
-    blas_threads: int = Field(
-        1, ge=1, le=256, description="threads of each BLAS and OpenMP pool, whatever the environment says"
+    """The ``[worker]`` table: the worker's sockets, threads, checkpoints and CURVE."""
+
+    frames_endpoint: str = setting(
+        "ipc:///tmp/kdrsdl-frames-default", "ZeroMQ endpoint to bind for frames, PULL", Flag(("worker",), metavar="EP")
     )
-    opencv_threads: int = Field(1, ge=1, le=256, description="OpenCV's threads")
-    mask_encoding: Literal["raw", "png"] = Field(
-        "raw", description="mask payloads as raw pixels or as 1-bit PNG (for subscribers on another host)"
+    masks_endpoint: str = setting(
+        "ipc:///tmp/kdrsdl-masks-default",
+        "ZeroMQ endpoint to bind for masks and events, PUB",
+        Flag(("worker",), metavar="EP"),
     )
-    snapshot: Optional[str] = Field(None, description="PNG written at stop: frame | background | score | mask")
-    state_dir: Optional[str] = Field(None, description="directory of the model checkpoint <camera>.npz; None = off")
-    checkpoint_interval_s: float = Field(60.0, gt=0, le=86400, description="seconds between checkpoints")
-    curve_secret_key: Optional[str] = Field(None, description="the worker's NAME.key_secret file; None = no CURVE")
-    curve_authorized_keys: Optional[str] = Field(None, description="directory of the clients' public NAME.key files")
+    metrics_port: int = setting(
+        0, "Prometheus /metrics and /healthz TCP port; 0 = off", Flag(("worker",), metavar="P"), ge=0, le=65535
+    )
+    metrics_address: str = setting(
+        "127.0.0.1", "address the metrics port listens on", Flag(("worker",), metavar="ADDR")
+    )
+    rcvhwm: int = setting(4, "frames ZeroMQ queues on the worker's side", ge=1, le=10000)
+    backlog: int = setting(2, "frames kept waiting; older ones are dropped (counted) under overload", ge=1, le=1000)
+    max_side: int = setting(4096, "largest accepted frame side, pixels", ge=16, le=8192)
+    blas_threads: int = setting(
+        1, "threads of each BLAS and OpenMP pool (threadpoolctl), whatever the environment says", ge=1, le=256
+    )
+    opencv_threads: int = setting(1, "OpenCV's threads", ge=1, le=256)
+    mask_encoding: Literal["raw", "png"] = setting(
+        "raw", "mask payloads as raw pixels or as 1-bit PNG (for subscribers on another host)"
+    )
+    snapshot: Optional[str] = setting(
+        None,
+        "PNG written at stop: frame | background | score | mask of the last frame",
+        Flag(("worker",), metavar="PNG"),
+    )
+    state_dir: Optional[str] = setting(
+        None,
+        "checkpoint the model to <state_dir>/<camera>.npz and resume from it at start; unset = no checkpoints",
+        Flag(("worker",), metavar="DIR"),
+    )
+    checkpoint_interval_s: float = setting(
+        60.0,
+        "seconds between checkpoints",
+        Flag(("worker",), name="--checkpoint-interval", metavar="S"),
+        gt=0,
+        le=86400,
+    )
+    curve_secret_key: Optional[str] = setting(
+        None,
+        "CURVE on both sockets: the worker's NAME.key_secret file (kdrsdl keygen); with curve_authorized_keys; "
+        "unset = no CURVE",
+        Flag(("worker",), metavar="FILE"),
+    )
+    curve_authorized_keys: Optional[str] = setting(
+        None,
+        "CURVE: directory of the public NAME.key files of the captures and subscribers allowed in",
+        Flag(("worker",), metavar="DIR"),
+    )
 
     @model_validator(mode="after")
     def _curve_pair(self) -> "WorkerConfig":
@@ -169,13 +363,27 @@ class ZoneConfig(_Strict):
 class MotionConfig(_Strict):
     """The ``[motion]`` table: regions, ignored areas, zones and events (docs/configuration.md, "Motion")."""
 
-    min_area: int = Field(20, ge=1, le=10_000_000, description="smallest region listed, input pixels")
-    max_regions: int = Field(20, ge=0, le=100, description="most regions listed per mask (largest first)")
-    ignore: list[Polygon] = Field([], max_length=64, description="polygons whose pixels are never foreground")
-    zones: list[ZoneConfig] = Field([], max_length=32, description="named zones (fraction, gauge, events)")
-    event_threshold: float = Field(0.01, ge=0, lt=1, description="a zone is active above this foreground fraction")
-    event_min_frames: int = Field(3, ge=1, le=10000, description="active frames in a row that start an event")
-    event_quiet_frames: int = Field(30, ge=1, le=100000, description="quiet frames in a row that end an event")
+    min_area: int = setting(20, "smallest region listed in a mask's header, input pixels", ge=1, le=10_000_000)
+    max_regions: int = setting(20, "most regions listed, largest first; regions_omitted counts the rest", ge=0, le=100)
+    ignore: list[Polygon] = setting(
+        [],
+        "polygons whose pixels are never foreground: zeroed in the mask, in no fraction, and filled before the "
+        "model sees the frame, so it learns nothing from them",
+        max_length=64,
+    )
+    zones: list[ZoneConfig] = setting(
+        [],
+        "named polygons ([[motion.zones]] name, polygon): each mask's header has each zone's foreground "
+        "fraction, and so has the gauge kdrsdl_zone_foreground_ratio{zone}",
+        max_length=32,
+    )
+    event_threshold: float = setting(
+        0.01, "a zone (or, without zones, the frame) is active above this foreground fraction", ge=0, lt=1
+    )
+    event_min_frames: int = setting(3, "active frames in a row that start an event", ge=1, le=10000)
+    event_quiet_frames: int = setting(
+        30, "frames in a row at or below the threshold that end an event", ge=1, le=100000
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> "MotionConfig":
@@ -199,23 +407,62 @@ class MotionConfig(_Strict):
 class ViewConfig(_Strict):
     """The ``[view]`` table: the worker's live view page (docs/operations.md, "Live view")."""
 
-    port: int = Field(0, ge=0, le=65535, description="HTTP port of the live view, 0 = off")
-    address: str = Field("127.0.0.1", description="address it listens on (it shows the camera: loopback by default)")
-    preview_fps: float = Field(5.0, gt=0, le=30, description="JPEG frames a second sent to each viewer, at most")
+    port: int = setting(
+        0,
+        "serve the live view page on this HTTP port; 0 = off",
+        Flag(("worker", "run"), name="--view-port", metavar="P"),
+        ge=0,
+        le=65535,
+    )
+    address: str = setting(
+        "127.0.0.1",
+        "address the live view listens on (it shows the camera: loopback unless you mean it)",
+        Flag(("worker",), name="--view-address", metavar="ADDR"),
+    )
+    preview_fps: float = setting(
+        5.0, "JPEG frames a second sent to each viewer, at most", Flag(("worker",), metavar="F"), gt=0, le=30
+    )
 
 
 class SubscribeConfig(_CurveClient):
-    masks_endpoint: str = "ipc:///tmp/kdrsdl-masks-default"
-    output: Optional[str] = None
-    count: int = Field(0, ge=0)
-    keep: int = Field(1000, ge=0, description="PNGs kept in output (the newest); 0 = every one")
-    events: bool = Field(False, description="receive the motion events instead of the masks")
+    """The ``[subscribe]`` table: where ``kdrsdl subscribe`` listens and what it keeps."""
+
+    masks_endpoint: str = setting(
+        "ipc:///tmp/kdrsdl-masks-default", "ZeroMQ endpoint the worker publishes on", Flag(("subscribe",), metavar="EP")
+    )
+    output: Optional[str] = setting(
+        None,
+        "write each mask as a PNG into this directory; unset = none written",
+        Flag(
+            ("subscribe", "run"),
+            metavar="DIR",
+            help_for={
+                "run": "write this run's masks and contact_sheet.png into DIR/<camera>-<UTC time>/ "
+                "(default: none written)"
+            },
+        ),
+    )
+    count: int = setting(
+        0, "stop after this many masks (or events); 0 = never", Flag(("subscribe",), metavar="N"), ge=0
+    )
+    keep: int = setting(
+        1000, "PNGs kept in output (the newest); 0 = every one", Flag(("subscribe",), metavar="N"), ge=0
+    )
+    events: bool = setting(
+        False, "print the motion events (event/<camera>/) as JSON lines instead of the masks", Flag(("subscribe",))
+    )
 
 
 class Config(_Strict):
-    camera: str = "default"
-    log_level: Literal["debug", "info", "warning", "error"] = Field(
-        "info", description="the lowest level of the log lines on stderr"
+    """The whole configuration: the top-level keys and one table per part of the service."""
+
+    camera: str = setting(
+        "default",
+        "camera name, 1-64 of A-Z a-z 0-9 _ . - (topics frame/NAME/, mask/NAME/, event/NAME/)",
+        Flag(COMMANDS, metavar="NAME"),
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = setting(
+        "info", "the lowest level of the log lines on stderr", Flag(COMMANDS)
     )
     capture: CaptureConfig = CaptureConfig()
     worker: WorkerConfig = WorkerConfig()
@@ -228,6 +475,19 @@ class Config(_Strict):
     @classmethod
     def _camera(cls, v: str) -> str:
         return validate_camera(v)
+
+
+def settings() -> list[tuple[str, FieldInfo]]:
+    """Every key of the configuration that is not a table, as ``("section.key", field)`` in the
+    order of the declarations (``("camera", field)`` at the top level); zones' own keys excluded."""
+    out: list[tuple[str, FieldInfo]] = []
+    for name, field in Config.model_fields.items():
+        model = field.annotation
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            out += [(f"{name}.{key}", f) for key, f in model.model_fields.items()]
+        else:
+            out.append((name, field))
+    return out
 
 
 def _one_line(exc: ValidationError) -> str:
@@ -335,3 +595,86 @@ def load(
         except ConfigError as exc:
             raise ConfigError(f"{path or 'command line'}: {exc}") from None
     return cfg
+
+
+_TABLES = {
+    "": "Top level",
+    "capture": "[capture]",
+    "worker": "[worker]",
+    "model": "[model]",
+    "motion": "[motion]",
+    "view": "[view]",
+    "subscribe": "[subscribe]",
+}
+#: The markers between which docs/configuration.md holds :func:`reference`'s text.
+REFERENCE_BEGIN = "<!-- every key: generated by python -m streamer.config docs/configuration.md -->"
+REFERENCE_END = "<!-- end of every key -->"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
+
+
+def _literal_choices(t: Any) -> tuple | None:
+    """The values of a ``Literal[...]`` annotation (or ``Optional`` of one), else None."""
+    if typing.get_origin(t) in (typing.Union, types.UnionType):
+        t = next(a for a in typing.get_args(t) if a is not type(None))
+    return typing.get_args(t) if typing.get_origin(t) is Literal else None
+
+
+def reference() -> str:
+    """docs/configuration.md's tables of every key, from the settings' declarations.
+
+    Returns
+    -------
+    str
+        A Markdown table per table of the file: key, default, the flag that also sets it (and the
+        subcommands that take it), and its meaning with its unit and range.
+    """
+    out: list[str] = []
+    rows: dict[str, list[str]] = {}
+    for key, field in settings():
+        section, _, name = key.rpartition(".")
+        flag = flag_of(field)
+        default = "unset" if field.default is None else f"`{field.default!r}`".replace("'", '"')
+        if isinstance(field.default, bool):
+            default = f"`{str(field.default).lower()}`"
+        where = ""
+        if flag is not None:
+            commands = [c for c in flag.commands if c in SECTION_COMMANDS[section]]
+            where = f"`{flag_name(key, flag)}` ({', '.join(commands)})"
+        choices = _literal_choices(field.annotation)
+        one_of = f"one of {', '.join(map(repr, choices))}" if choices else ""
+        notes = "; ".join(x for x in (unit_of(field), bounds_text(field), one_of) if x)
+        meaning = (field.description or "") + (f" ({notes})" if notes else "")
+        rows.setdefault(section, []).append(f"| `{name}` | {_cell(default)} | {where} | {_cell(meaning)} |")
+    for section, title in _TABLES.items():
+        out += [f"### {title}", "", "| key | default | flag | meaning |", "|---|---|---|---|", *rows[section], ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def write_reference(path: str) -> bool:
+    """Replace the text between :data:`REFERENCE_BEGIN` and :data:`REFERENCE_END` in the Markdown
+    file ``path`` with :func:`reference`; True when it changed.
+
+    Raises
+    ------
+    ValueError
+        If the file lacks either marker.
+    """
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    head, sep, rest = text.partition(REFERENCE_BEGIN)
+    _, sep2, tail = rest.partition(REFERENCE_END)
+    if not sep or not sep2:
+        raise ValueError(f"{path}: the markers {REFERENCE_BEGIN!r} and {REFERENCE_END!r} must both be there")
+    new = f"{head}{REFERENCE_BEGIN}\n\n{reference()}\n{REFERENCE_END}{tail}"
+    if new != text:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(new)
+    return new != text
+
+
+if __name__ == "__main__":  # python -m streamer.config docs/configuration.md
+    for target in sys.argv[1:] or ["docs/configuration.md"]:
+        print(f"{target}: {'rewritten' if write_reference(target) else 'unchanged'}")

@@ -8,6 +8,12 @@ eighth below ``processing_side`` (1280 x 720 by 4), and a mask made at that size
 the input's by bilinear interpolation of the 0/1 mask, thresholded at one half (smoother
 edges than repeating pixels). Camera services do the same for motion detection (Frigate
 scales its motion frame to a fixed height).
+
+The contract between the processes, here only: the capture sends a frame reduced to the
+processing resolution (:func:`reduce_to_side`, with the source's shape in its header), so that a
+large frame crosses the socket once, small; the worker's model then works at the frame's own size,
+and the mask is published at the source's size (:func:`published_mask`) unless the masks are asked
+at the processing size. The evaluation feeds every method the same way.
 """
 
 import cv2
@@ -97,6 +103,26 @@ def reduce_to_side(frame: np.ndarray, side: int) -> np.ndarray:
     """``frame`` (h, w) at the processing resolution of longest side ``side`` (:func:`processing_shape`,
     :func:`reduce`): itself when it is no larger; the capture sends frames so, uint8."""
     return reduce(frame, processing_shape(frame.shape, side))
+
+
+def published_mask(fgmask: np.ndarray, source_shape: tuple[int, int], mask_resolution: str) -> np.ndarray:
+    """The mask as the worker publishes it for a frame the capture reduced (the contract above).
+
+    Parameters
+    ----------
+    fgmask : ndarray, shape (h, w), uint8
+        The model's 0/255 mask at the size of the frame it was given.
+    source_shape : (int, int)
+        ``(h, w)`` of the frame at the source, pixels (the frame header's ``source_shape``).
+    mask_resolution : str
+        "input": enlarged to ``source_shape`` (:func:`enlarge_mask`); "processing": as it is.
+
+    Returns
+    -------
+    ndarray, uint8
+        ``fgmask`` itself when no enlarging is due.
+    """
+    return enlarge_mask(fgmask, source_shape) if mask_resolution == "input" else fgmask
 
 
 def enlarge_mask(fgmask: np.ndarray, shape: tuple[int, int]) -> np.ndarray:

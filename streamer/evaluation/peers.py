@@ -6,7 +6,7 @@ where the method has one, a continuous foreground score for ROC curves):
 - ``kdrsdl-stream``: our streaming model at its defaults (refits synchronous, so runs repeat),
   fed as the service feeds it: a frame larger than the processing resolution reduced to it in
   uint8 first (what the capture sends), the mask enlarged back to the frame's size (what the
-  worker publishes).
+  worker publishes; the contract: :mod:`core.streaming.resolution`).
 - ``mog2``, ``knn``: OpenCV's subtractors at their defaults, shadows off.
 - ``mog2+post``, ``knn+post``: the same masks through our mask post-processing, so the model's
   own contribution shows apart from the post-processing's.
@@ -82,7 +82,7 @@ def _kdrsdl_stream(model=None):
 
     def apply(frame):
         out = sub.process(resolution.reduce_to_side(frame, side))
-        mask = resolution.enlarge_mask(out.fgmask, frame.shape) > 0
+        mask = resolution.published_mask(out.fgmask, frame.shape, "input") > 0
         return mask, resolution.enlarge(out.score_processing, frame.shape)
 
     return Subtractor(apply, dict(vars(sub.params)))

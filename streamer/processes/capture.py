@@ -10,7 +10,7 @@ Frames larger than the model's processing resolution (``model.processing_side``)
 already reduced to it, uint8, with the size they were reduced from in the header's
 ``source_shape``: the worker then neither receives nor reduces the full frame, measures regions
 and zones in the source's pixels, and enlarges the mask back to that size unless the masks are
-asked at the processing resolution (docs/design.md, "Wire format").
+asked at the processing resolution (the contract: :mod:`core.streaming.resolution`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 import zmq
 
 from core.streaming.resolution import reduce_to_side
-from streamer.ops import metrics
+from streamer.ops.metrics import CaptureMetrics
 from streamer.processes.sources import EndOfStream, OpenCVSource, SourceError, SyntheticSource, open_source, resize
 from streamer.wire import security
 from streamer.wire.protocol import COPY_THRESHOLD, encode, encode_end, new_epoch
@@ -139,10 +139,14 @@ class _Capture:
     """
 
     def __init__(
-        self, cfg: Config, stop: threading.Event, log: logging.Logger, notify: Callable[[str], None] | None
+        self,
+        cfg: Config,
+        stop: threading.Event,
+        log: logging.Logger,
+        notify: Callable[[str], None] | None,
+        m: CaptureMetrics,
     ) -> None:
-        self.camera, self.c, self.stop, self.log, self.notify = cfg.camera, cfg.capture, stop, log, notify
-        self.m = metrics.CaptureMetrics(cfg.camera)
+        self.camera, self.c, self.stop, self.log, self.notify, self.m = cfg.camera, cfg.capture, stop, log, notify, m
         self.side = cfg.model.params().processing_side
         c = self.c
         ctx: zmq.Context = zmq.Context.instance()
@@ -162,7 +166,7 @@ class _Capture:
 
     def beat(self) -> None:
         """The loop made progress: /healthz's heartbeat and the systemd watchdog."""
-        metrics.beat()
+        self.m.beat()
         if self.notify:
             self.notify("WATCHDOG=1")
 
@@ -269,8 +273,9 @@ def run_capture(
     # One OpenCV thread: a capture's conversions are small, and on a shared machine OpenCV's pool
     # would spin against the workers (FFmpeg decodes on one thread too, streamer.processes.sources).
     cv2.setNumThreads(1)
-    metrics.serve(c.metrics_port, "capture", cfg.camera, c.metrics_address)
-    cap = _Capture(cfg, stop, log, notify)
+    m = CaptureMetrics(cfg.camera)
+    m.serve(c.metrics_port, c.metrics_address)
+    cap = _Capture(cfg, stop, log, notify, m)
     log.info("epoch %s: %s -> %s", cap.epoch, c.source, c.frames_endpoint)
     if notify:
         notify("READY=1")

@@ -17,7 +17,7 @@ from core.streaming.background import FrameResult, KDRSDLBackgroundSubtractor
 from core.streaming.light import LightChange
 from core.streaming.params import BackgroundParams
 from core.streaming.refit import RefitReport
-from core.streaming.resolution import enlarge_mask
+from core.streaming.resolution import published_mask
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ class ModelStage:
         input_shape : (int, int), optional
             ``(h, w)`` of the frame in the source's pixels, when the capture reduced it (the
             header's ``source_shape``). With ``mask_resolution = "input"`` the result's ``fgmask``
-            is enlarged to it (:func:`core.streaming.resolution.enlarge_mask`); the score and
+            is enlarged to it (:func:`core.streaming.resolution.published_mask`); the score and
             ``fgmask_processing`` stay at the processing size. None: the frame's own shape.
         """
         model = self.model
@@ -164,9 +164,9 @@ class ModelStage:
         except Exception as exc:  # a defect in the model must not take the camera down: reset, go on
             model.reset()
             return StageReport(None, time.perf_counter() - t0, previous, exception=exc)
-        published = tuple(input_shape or res.fgmask.shape)
-        if res.fgmask.shape != published and model.params.mask_resolution == "input":
-            res = dataclasses.replace(res, fgmask=enlarge_mask(res.fgmask, published))  # the capture reduced it
+        mask = published_mask(res.fgmask, input_shape or res.fgmask.shape, model.params.mask_resolution)
+        if mask is not res.fgmask:
+            res = dataclasses.replace(res, fgmask=mask)
         self._note(res.refit)
         return StageReport(res, time.perf_counter() - t0, previous, res.refit)
 

@@ -31,10 +31,11 @@ import numpy as np
 import zmq
 
 from streamer.config import ConfigError
+from streamer.motion.events import FRAME
 from streamer.motion.stage import MotionStage
 from streamer.motion.zones import ZoneError
 from streamer.ops.memory import hold_freed_heap
-from streamer.ops.metrics import WorkerMetrics, serve, start_http
+from streamer.ops.metrics import WorkerMetrics, start_http
 from streamer.ops.threads import limit_threads
 from streamer.processes.intake import Intake
 from streamer.processes.model_stage import ModelStage
@@ -167,12 +168,11 @@ class _DropLog:
 class _Worker:
     """The worker's state across the loop: its parts, and what it has published."""
 
-    def __init__(self, cfg: Config, log: logging.Logger) -> None:
-        self.cfg, self.log, self.camera = cfg, log, cfg.camera
+    def __init__(self, cfg: Config, log: logging.Logger, m: WorkerMetrics) -> None:
+        self.cfg, self.log, self.camera, self.m = cfg, log, cfg.camera, m
         w = cfg.worker
         self.motion = MotionStage(cfg.motion)
         self.mask_encoding = cfg.worker.mask_encoding
-        self.m = WorkerMetrics(cfg.camera, self.motion.events.zones)
         self.intake = Intake(cfg.camera, w.max_side, w.backlog)
         try:
             self.stage = ModelStage(cfg.model.params())
@@ -420,11 +420,11 @@ def run_worker(
     if not hold_freed_heap():  # before any thread of ours allocates (streamer.ops.memory)
         log.info("no glibc mallopt, or it refused a setting: a refit's freed heap is left to the allocator")
     log.info(limit_threads(cfg.worker.blas_threads, cfg.worker.opencv_threads))
-    zones = [z.name for z in cfg.motion.zones] or ["frame"]
-    serve(cfg.worker.metrics_port, "worker", cfg.camera, cfg.worker.metrics_address, zones)
+    m = WorkerMetrics(cfg.camera, [z.name for z in cfg.motion.zones] or [FRAME])
+    m.serve(cfg.worker.metrics_port, cfg.worker.metrics_address)
     sockets = _Sockets(cfg.worker, log)
     t0 = time.perf_counter()
-    worker = _Worker(cfg, log)  # the model's compiled kernels load here, or compile on an empty cache
+    worker = _Worker(cfg, log, m)  # the model's compiled kernels load here, or compile on an empty cache
     kernel = worker.stage.model.params.kernel
     log.info("model ready in %.1f s (per-pixel steps: %s)", time.perf_counter() - t0, kernel)
     view_server = None

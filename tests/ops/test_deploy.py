@@ -60,7 +60,7 @@ def test_dockerfile_has_a_healthcheck_on_healthz_and_exposes_its_ports():
     from streamer.ops import metrics
 
     port = free_port()
-    server = metrics.serve(port, "worker", "docker-health")
+    server = metrics.WorkerMetrics("docker-health").serve(port)
     try:
         cmd = re.search(r'python3 -c "(.+)"', check.group(1)).group(1)
         proc = subprocess.run(
@@ -79,7 +79,7 @@ def test_healthz_reports_a_stuck_main_loop():
     assert metrics.health(metrics.STALE_AFTER_S + 1)[0] == "503 Service Unavailable"  # no progress for 31 s
     assert metrics.health(9.9, stale_after_s=10)[0] == "200 OK" and metrics.health(10, stale_after_s=10)[0][:3] == "503"
     port = free_port()
-    server = metrics.serve(port, "worker", "health-test")  # a live main loop: it just beat
+    server = metrics.WorkerMetrics("health-test").serve(port)  # a live main loop: it just beat
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
             assert r.status == 200 and r.read().startswith(b"ok: last progress")

@@ -165,3 +165,123 @@ def test_every_service_flag_says_its_default():
             if action.dest == "help":
                 continue
             assert action.help and "default" in action.help, (command, action.option_strings, action.help)
+
+
+def _subcommands():
+    import argparse
+
+    from streamer.cli import build_parser
+
+    return next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def _flag_value(key, field, tmp_path):
+    """A value for setting ``key`` that is valid and differs from its default, as the flag's text."""
+    from streamer.cli import flag_type
+    from streamer.wire.security import create_keys
+
+    special = {
+        "camera": "cam-7",
+        "capture.source": "synthetic:64x48",
+        "log_level": "debug",
+    }
+    if key in special:
+        return special[key]
+    if "curve" in key:
+        pub, sec = create_keys(str(tmp_path), "k")
+        return {"curve_secret_key": sec, "curve_server_key": pub, "curve_authorized_keys": str(tmp_path)}[
+            key.rpartition(".")[2]
+        ]
+    kind, choices = flag_type(field)
+    if choices:
+        return next(c for c in choices if c != field.default)
+    if kind is str:
+        return f"value-of-{key}"
+    from streamer.config import bounds_text
+
+    base = field.default if isinstance(field.default, (int, float)) else 1
+    for candidate in (base + 1, base * 0.5, base - 1, 2, 1):  # one that the bounds accept
+        candidate = kind(candidate)
+        try:
+            load(overrides={key: candidate})
+            if candidate != field.default:
+                return str(candidate)
+        except ConfigError:
+            continue
+    raise AssertionError(f"no valid value found for {key} ({bounds_text(field)})")
+
+
+#: Keys whose value a lone flag cannot set: they must come in pairs (the pairs are tested in test_curve).
+PAIRED = {"curve_secret_key", "curve_server_key", "curve_authorized_keys"}
+
+
+def test_every_flag_maps_to_a_key_and_back(tmp_path):
+    """Issue 47: one declaration per setting. Every option of a service subcommand (but --config
+    and run's --open-timeout) sets exactly the key of its dest, and every key declared with a flag
+    for a subcommand has that flag there; given alone, the flag's value reaches the loaded
+    configuration, and a subcommand run without flags loads the defaults."""
+    from streamer.cli import config_overrides
+    from streamer.config import COMMANDS, SECTION_COMMANDS, flag_name, flag_of, settings
+
+    declared = dict(settings())
+    subs = _subcommands()
+    for command in COMMANDS:
+        options = {a.dest: a for a in subs[command]._actions if a.option_strings and a.dest not in ("help",)}
+        own = {"config", "open_timeout"}
+        assert set(options) - own <= set(declared), (command, set(options) - own - set(declared))
+        expected = {
+            key
+            for key, field in declared.items()
+            if (flag := flag_of(field)) is not None
+            and command in flag.commands
+            and command in SECTION_COMMANDS[key.rpartition(".")[0]]
+        }
+        assert set(options) - own == expected, command
+        assert load(overrides=config_overrides(_parse(command, []))) == load()
+        for key in expected:
+            field = declared[key]
+            assert flag_name(key, flag_of(field)) in options[key].option_strings
+            if key.rpartition(".")[2] in PAIRED:
+                continue
+            if flag_type_is_bool(field):
+                argv = [flag_name(key, flag_of(field))]
+                want = True if field.default is not True else None
+                if want is None:
+                    argv = ["--no-" + flag_name(key, flag_of(field))[2:]]
+                    want = False
+            else:
+                text = _flag_value(key, field, tmp_path)
+                argv, want = [flag_name(key, flag_of(field)), text], None
+            overrides = config_overrides(_parse(command, argv))
+            assert [k for k, v in overrides.items() if v is not None] == [key], (command, argv)
+            cfg = load(overrides=overrides)
+            got = cfg
+            for part in key.split("."):
+                got = getattr(got, part)
+            if want is None:
+                want = type(got)(text) if not isinstance(got, str) else text
+            assert got == want, (command, key, got, want)
+
+
+def _parse(command, argv):
+    from streamer.cli import build_parser
+
+    return build_parser().parse_args([command, *argv])
+
+
+def flag_type_is_bool(field):
+    from streamer.cli import flag_type
+
+    return flag_type(field)[0] is bool
+
+
+def test_the_configuration_reference_is_the_generated_one():
+    """docs/configuration.md's "Every key" is what the declarations generate
+    (python -m streamer.config docs/configuration.md rewrites it)."""
+    from conftest import ROOT
+
+    from streamer.config import REFERENCE_BEGIN, REFERENCE_END, reference
+
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    committed = text.split(REFERENCE_BEGIN)[1].split(REFERENCE_END)[0]
+    assert committed == f"\n\n{reference()}\n", "run: python -m streamer.config docs/configuration.md"
