@@ -59,6 +59,7 @@ _GROUPS = {
     "view": "the live view ([view] in the configuration)",
     "subscribe": "the subscriber ([subscribe] in the configuration)",
     "model": "the background model's knobs ([model] in the configuration)",
+    "broker": "the broker ([broker] in the configuration)",
 }
 
 
@@ -69,6 +70,8 @@ def flag_type(field: FieldInfo) -> tuple[type, tuple | None]:
         t = next(a for a in typing.get_args(t) if a is not type(None))
     if typing.get_origin(t) is typing.Literal:
         return str, typing.get_args(t)
+    if typing.get_origin(t) is list:
+        return list, None
     assert isinstance(t, type), field
     return t, None
 
@@ -98,6 +101,8 @@ def setting_flags(parser: argparse.ArgumentParser, command: str) -> None:
         opts: dict[str, Any] = {"dest": key, "help": text}
         if kind is bool:
             opts["action"] = argparse.BooleanOptionalAction
+        elif kind is list:  # given once per item
+            opts.update(action="append", metavar=flag.metavar)
         else:
             opts.update(type=kind, choices=choices, metavar=None if choices else flag.metavar)
         groups[section].add_argument(flag_name(key, flag), **opts)
@@ -200,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     _service_parser(sub, "capture", "read a source and push grayscale frames to a worker")
     _service_parser(sub, "worker", "keep a KDRSDL background model and publish a mask per frame")
     _service_parser(sub, "subscribe", "print (and optionally save) the masks of a camera")
+    _service_parser(sub, "broker", "one endpoint for every camera: a ZeroMQ proxy from the workers to subscribers")
     _keygen_parser(sub)
     _run_parser(sub)
     _evaluate_parser(sub)
@@ -262,6 +268,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streamer.processes.worker import run_worker
 
             return run_worker(cfg, stop, log, notify=systemd_notifier())
+        if args.command == "broker":
+            from streamer.ops.notify import systemd_notifier
+            from streamer.processes.broker import run_broker
+
+            return run_broker(cfg, stop, log, notify=systemd_notifier())
         if args.command == "subscribe":
             from streamer.processes.subscriber import run_subscriber
 

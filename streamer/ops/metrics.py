@@ -274,6 +274,29 @@ class WorkerMetrics(_ProcessMetrics):
         self.beat()
 
 
+class BrokerMetrics(_ProcessMetrics):
+    """The broker's series, on its own registry (``camera`` is the topic's camera).
+
+    Parameters
+    ----------
+    name : str
+        The broker's name in ``kdrsdl_build_info{camera}`` (the configuration's ``camera``).
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, "broker")
+        self.messages = self.counter(
+            "kdrsdl_broker_messages_total", "Messages forwarded to the subscribers, by camera and kind", ["kind"]
+        )
+        self.subscriptions = Counter(
+            "kdrsdl_broker_subscriptions_total",
+            "Subscriptions and unsubscriptions the subscribers sent, by change (subscribe, unsubscribe)",
+            ["change"],
+            registry=self.registry,
+        )
+        self.subscribed = {c: self.subscriptions.labels(c) for c in ("subscribe", "unsubscribe")}
+
+
 def start_http(app: Callable[..., Iterable[bytes]], addr: str, port: int, name: str) -> WSGIServer:
     """Serve the WSGI ``app`` on ``addr:port`` from a daemon thread, a thread per request (quiet log).
 

@@ -27,12 +27,21 @@ def unit_dir(tmp_path):
         (tmp_path / name).write_text(text)
         (tmp_path / name.replace("@.", "@cam1.")).write_text(text)  # an instance, as systemd would load it
     shutil.copy(ROOT / "systemd" / "kdrsdl.target", tmp_path)
+    text = (ROOT / "systemd" / "kdrsdl-broker.service").read_text().replace("/usr/local/bin/kdrsdl", exe)
+    (tmp_path / "kdrsdl-broker.service").write_text(text)
     return tmp_path
 
 
 def test_units_verify_without_any_warning(unit_dir):
     proc = subprocess.run(
-        ["systemd-analyze", "verify", "kdrsdl-worker@cam1.service", "kdrsdl-capture@cam1.service", "kdrsdl.target"],
+        [
+            "systemd-analyze",
+            "verify",
+            "kdrsdl-worker@cam1.service",
+            "kdrsdl-capture@cam1.service",
+            "kdrsdl-broker.service",
+            "kdrsdl.target",
+        ],  # fmt: skip
         cwd=unit_dir,
         capture_output=True,
         text=True,
@@ -54,7 +63,10 @@ def test_the_network_drop_in_verifies_and_adds_to_the_allowed_addresses(unit_dir
 
 
 # the worker 1.1 before its refit thread's setpriority was allowed (docs/operations.md)
-@pytest.mark.parametrize("unit, bound", [("kdrsdl-worker@cam1.service", 1.2), ("kdrsdl-capture@cam1.service", 1.5)])
+@pytest.mark.parametrize(
+    "unit, bound",
+    [("kdrsdl-worker@cam1.service", 1.2), ("kdrsdl-capture@cam1.service", 1.5), ("kdrsdl-broker.service", 1.5)],
+)
 def test_hardening_exposure_level(unit_dir, unit, bound):
     proc = subprocess.run(
         ["systemd-analyze", "security", "--offline=true", unit], cwd=unit_dir, capture_output=True, text=True

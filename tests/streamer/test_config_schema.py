@@ -134,7 +134,7 @@ def test_every_subcommand_takes_log_level():
 
     parser = build_parser()
     subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    assert set(subs) == {"capture", "worker", "subscribe", "keygen", "run", "evaluate"}
+    assert set(subs) == {"capture", "worker", "subscribe", "keygen", "run", "evaluate", "broker"}
     for name, sub in subs.items():
         assert any("--log-level" in a.option_strings for a in sub._actions), name
 
@@ -195,7 +195,7 @@ def _flag_value(key, field, tmp_path):
     kind, choices = flag_type(field)
     if choices:
         return next(c for c in choices if c != field.default)
-    if kind is str:
+    if kind in (str, list):  # a list flag is given once per item
         return f"value-of-{key}"
     from streamer.config import bounds_text
 
@@ -259,7 +259,7 @@ def test_every_flag_maps_to_a_key_and_back(tmp_path):
             for part in key.split("."):
                 got = getattr(got, part)
             if want is None:
-                want = type(got)(text) if not isinstance(got, str) else text
+                want = [text] if isinstance(got, list) else type(got)(text) if not isinstance(got, str) else text
             assert got == want, (command, key, got, want)
 
 

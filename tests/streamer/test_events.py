@@ -338,7 +338,7 @@ def test_the_readme_event_consumer_prints_what_the_worker_sends(tmp_path):
     from conftest import ROOT
 
     readme = (ROOT / "README.md").read_text()
-    code = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "event/cam1/" in b)
+    code = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "masks=False" in b)
     run = Run(tmp_path)
     script = tmp_path / "consumer.py"
     script.write_text(code.replace("tcp://127.0.0.1:5560", run.masks))
