@@ -267,6 +267,17 @@ class WorkerMetrics(_ProcessMetrics):
         for kind in ("light_change", "end_of_stream"):  # whole-frame kinds
             self.events["frame", kind] = events.labels(c, "frame", kind)
         self.viewers = gauge("kdrsdl_view_viewers", "Live view streams open now").labels(c)
+        # MQTT ([mqtt]; streamer.wire.mqtt)
+        self.mqtt_connected = gauge("kdrsdl_mqtt_connected", "1 while connected to the MQTT broker, else 0").labels(c)
+        self.mqtt_published = counter(
+            "kdrsdl_mqtt_messages_published_total", "MQTT messages the broker acknowledged"
+        ).labels(c)
+        self.mqtt_dropped = counter(
+            "kdrsdl_mqtt_messages_dropped_total", "MQTT messages not delivered: the queue was full"
+        ).labels(c)
+        self.mqtt_disconnects = counter(
+            "kdrsdl_mqtt_disconnects_total", "Connections to the MQTT broker lost (it reconnects)"
+        ).labels(c)
 
     def progress(self) -> None:
         """The main loop made progress: the gauge, and the /healthz heartbeat."""

@@ -43,6 +43,7 @@ from streamer.processes.view import LiveView
 from streamer.state import checkpoint
 from streamer.state.checkpointer import Checkpointer
 from streamer.wire import security
+from streamer.wire.mqtt import MqttPublisher
 from streamer.wire.protocol import COPY_THRESHOLD, Message, encode, encode_event, log_rejection, new_epoch
 
 if TYPE_CHECKING:
@@ -183,6 +184,9 @@ class _Worker:
             self.view = LiveView(
                 cfg.camera, self.motion.ignore, self.motion.named, cfg.view.preview_fps, self.m.viewers
             )
+        self.mqtt: MqttPublisher | None = None
+        if cfg.mqtt.host is not None:
+            self.mqtt = MqttPublisher(cfg.mqtt, cfg.camera, [z.name for z in cfg.motion.zones], self.m, log)
         self.epoch, self.seq, self.rejected, self.event_seq = new_epoch(), 0, 0, 0
         self.last: tuple[np.ndarray, FrameResult] | None = None  # the last frame and its result
         self.stream = _Stream()
@@ -338,15 +342,19 @@ class _Worker:
         )
 
     def publish_events(self, events: list[Event], pub: zmq.Socket) -> None:
-        """Publish ``events`` on ``event/<camera>/``, counted by zone and kind."""
+        """Publish ``events`` on ``event/<camera>/`` (and MQTT, if configured), counted by zone and kind."""
+        headers = []
         for e in events:
             parts = encode_event(self.camera, self.epoch, self.event_seq, e.t_capture_ns, e.event, **e.header())
             pub.send_multipart(parts)
+            headers.append(parts[1])
             self.event_seq += 1
             self.m.events[e.zone, e.event].inc()
             if self.view is not None:
                 self.view.note({"event": e.event, "t_capture_ns": e.t_capture_ns, **e.header()})
             self.log.debug("event %s in %s: %s", e.event, e.zone, e.fields)
+        if self.mqtt is not None and events:
+            self.mqtt.events(events, headers)
 
     def idle(self) -> None:
         """No frame came within POLL_MS: install a refit that finished meanwhile, so that its metrics and
@@ -392,6 +400,8 @@ class _Worker:
             self.log.warning("a window refit did not stop within %.0f s; exiting without it", STOP_REFIT_WAIT_S)
         if self.ckpt:
             self.ckpt.close(stage, self.intake.tracker)
+        if self.mqtt is not None:
+            self.mqtt.stop()
         if self.cfg.worker.snapshot and self.last is not None:
             image, res = self.last
             sheet = contact_sheet(image, stage.background_image(), res.score_processing, res.fgmask_processing)
@@ -431,6 +441,8 @@ def run_worker(
     if worker.view is not None:
         view_server = start_http(worker.view.app, cfg.view.address, cfg.view.port, "view")
         log.info("live view on http://%s:%d/", cfg.view.address, cfg.view.port)
+    if worker.mqtt is not None:
+        worker.mqtt.start()  # connects in the background: a broker that is down does not hold the start
     if notify:
         notify("READY=1")
     try:

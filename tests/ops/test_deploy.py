@@ -145,6 +145,16 @@ def test_compose_file_follows_the_compose_specification(compose_schema):
             source = volume.split(":")[0]
             if source.startswith("."):
                 assert (ROOT / "deploy" / "compose" / source).resolve().exists(), source
+    # the Home Assistant override: Mosquitto beside them, the worker's [mqtt] from a file that loads
+    override = yaml.safe_load((ROOT / "deploy" / "compose" / "home-assistant.yaml").read_text())
+    merged = {**compose, "services": {**services, **override["services"]}}
+    validator.validate(merged)
+    assert re.fullmatch(r"[\w./-]+:v?\d+\.\d+\.\d+", override["services"]["mosquitto"]["image"])
+    worker = override["services"]["worker"]
+    assert "./mqtt.toml:/etc/kdrsdl/mqtt.toml:ro" in worker["volumes"]
+    from streamer.config import load
+
+    assert load(str(ROOT / "deploy" / "compose" / "mqtt.toml")).mqtt.host == "127.0.0.1"
     # the ports the services are told match what Prometheus scrapes
     scraped = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
     targets = {t for job in scraped["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
