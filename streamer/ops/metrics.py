@@ -269,6 +269,9 @@ class WorkerMetrics(_ProcessMetrics):
         self.viewers = gauge("kdrsdl_view_viewers", "Live view streams open now").labels(c)
         # MQTT ([mqtt]; streamer.wire.mqtt)
         self.mqtt_connected = gauge("kdrsdl_mqtt_connected", "1 while connected to the MQTT broker, else 0").labels(c)
+        self.mqtt_messages = counter(
+            "kdrsdl_mqtt_messages_total", "MQTT messages handed to the client (published + dropped + queued)"
+        ).labels(c)
         self.mqtt_published = counter(
             "kdrsdl_mqtt_messages_published_total", "MQTT messages the broker acknowledged"
         ).labels(c)

@@ -12,16 +12,20 @@ What the worker publishes, ``<prefix>`` being ``[mqtt] topic_prefix`` (``kdrsdl`
   ``<discovery_prefix>/binary_sensor/kdrsdl_<camera>/<object>/config`` for the camera's motion and
   each zone's, device class ``motion``, one device per camera.
 
-paho-mqtt runs the connection on its own thread (``loop_start``): it connects, reconnects with
-back-off (1 s doubling to 30 s) and keeps the messages of QoS 1 while the broker is away, up to
-``[mqtt] queue``. The frame path only hands it a message when an event happens, and never waits:
-a broker that is down or refuses the login costs the frames nothing. What could not be queued is
-counted (``kdrsdl_mqtt_messages_dropped_total``), as is what the broker acknowledged
-(``kdrsdl_mqtt_messages_published_total``); ``kdrsdl_mqtt_connected`` is 1 while connected.
+paho-mqtt runs the connection on its own thread (``loop_start``): it connects and reconnects with
+back-off (1 s doubling to 30 s). The frame path only hands it a message when an event happens,
+and never waits: a broker that is down or refuses the login costs the frames nothing. While the
+broker is away, the events' JSON wait here, the newest ``[mqtt] queue`` of them (an older one is
+dropped, counted), and the motion states are only remembered: each connection publishes the
+current states, then the events that waited, oldest first. Everything handed to paho
+(``kdrsdl_mqtt_messages_total``, QoS 1) ends acknowledged by the broker
+(``kdrsdl_mqtt_messages_published_total``) or dropped (``kdrsdl_mqtt_messages_dropped_total``,
+with the events dropped here); ``kdrsdl_mqtt_connected`` is 1 while connected.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import ssl
@@ -62,6 +66,7 @@ class MqttPublisher:
         self.motion_topic = {FRAME: f"{base}/motion", **{z: f"{base}/{z}/motion" for z in self.zones}}
         self.events_topic = f"{cfg.topic_prefix}/events"
         self.active: set[str] = set()  # zones with an event in progress
+        self.pending: collections.deque[bytes] = collections.deque()  # events while the broker is away
         self._lock = threading.Lock()
         self.client = paho.Client(
             paho.CallbackAPIVersion.VERSION2, client_id=cfg.client_id or f"kdrsdl-{camera}", clean_session=True
@@ -72,8 +77,10 @@ class MqttPublisher:
             self.client.tls_set(ca_certs=cfg.tls_ca_file, tls_version=ssl.PROTOCOL_TLS_CLIENT)
         self.client.will_set(self.available, "offline", qos=1, retain=True)
         self.client.reconnect_delay_set(1, 30)
-        self.client.max_queued_messages_set(cfg.queue)
+        # paho's own queue holds what is in flight; what waits for a broker that is away is ours
+        self.client.max_queued_messages_set(cfg.queue + 64)
         self.client.on_connect = self._on_connect
+        self.client.on_connect_fail = self._on_connect_fail
         self.client.on_disconnect = self._on_disconnect
         self.client.on_publish = self._on_publish
 
@@ -85,7 +92,7 @@ class MqttPublisher:
     def events(self, events: Sequence[Event], headers: Sequence[bytes]) -> None:
         """Publish a frame's events (their wire headers as the JSON) and the motion states they change."""
         for e, header in zip(events, headers, strict=True):
-            self._publish(self.events_topic, header, retain=False)
+            self._event(header)
             if e.event == "start":
                 self._set(e.zone, True)
             elif e.event == "end":
@@ -93,32 +100,49 @@ class MqttPublisher:
 
     def stop(self) -> None:
         """Say ``offline``, and disconnect (at the worker's clean stop)."""
-        try:
-            info = self.client.publish(self.available, "offline", qos=1, retain=True)
-            if self.client.is_connected():
+        if self.client.is_connected():
+            info = self._publish(self.available, "offline", retain=True)
+            try:
                 info.wait_for_publish(timeout=2)
-        except (RuntimeError, ValueError):  # not connected: the will says it
-            pass
+            except (RuntimeError, ValueError):  # the connection went meanwhile: the will says it
+                pass
         self.client.disconnect()
         self.client.loop_stop()
 
     def _set(self, zone: str, on: bool) -> None:
-        """A zone's motion changed: its topic, and the camera's when it changes too."""
+        """A zone's motion changed: its topic, and the camera's when it changes too. While the
+        broker is away only the state is kept: the connection publishes the current one."""
         with self._lock:
             before = bool(self.active)
             (self.active.add if on else self.active.discard)(zone)
             after = bool(self.active)
+        if not self.client.is_connected():
+            return
         if zone != FRAME and zone in self.motion_topic:
             self._publish(self.motion_topic[zone], "ON" if on else "OFF", retain=True)
         if before != after or zone == FRAME:
             self._publish(self.motion_topic[FRAME], "ON" if after else "OFF", retain=True)
 
-    def _publish(self, topic: str, payload: Any, retain: bool) -> None:
-        """Hand a message to paho (QoS 1); one it cannot queue is counted as dropped."""
+    def _event(self, header: bytes) -> None:
+        """An event's JSON: published now, or kept (the newest ``[mqtt] queue``) until the broker is back."""
+        with self._lock:
+            if not self.client.is_connected():
+                if len(self.pending) >= self.cfg.queue:
+                    self.pending.popleft()
+                    self.m.mqtt_dropped.inc()
+                self.pending.append(header)
+                return
+        self._publish(self.events_topic, header, retain=False)
+
+    def _publish(self, topic: str, payload: Any, retain: bool) -> paho.MQTTMessageInfo:
+        """Hand a message to paho (QoS 1), counted: each ends acknowledged by the broker
+        (``kdrsdl_mqtt_messages_published_total``) or dropped (``..._dropped_total``)."""
+        self.m.mqtt_messages.inc()
         info = self.client.publish(topic, payload, qos=1, retain=retain)
         if info.rc != paho.MQTT_ERR_SUCCESS and info.rc != paho.MQTT_ERR_NO_CONN:
             self.m.mqtt_dropped.inc()
             self.log.warning("mqtt: %s not queued (%s)", topic, paho.error_string(info.rc))
+        return info
 
     def _on_connect(self, client: paho.Client, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         if reason.is_failure:
@@ -126,15 +150,21 @@ class MqttPublisher:
             return
         self.m.mqtt_connected.set(1)
         self.log.info("mqtt: connected to %s:%d", self.cfg.host, self.cfg.port)
-        client.publish(self.available, "online", qos=1, retain=True)
+        self._publish(self.available, "online", retain=True)
         if self.cfg.discovery:
             for topic, config in self.discovery().items():
-                client.publish(topic, json.dumps(config), qos=1, retain=True)
+                self._publish(topic, json.dumps(config), retain=True)
         with self._lock:
-            active = set(self.active)
+            active, pending = set(self.active), list(self.pending)
+            self.pending.clear()
         for zone, topic in self.motion_topic.items():
             on = bool(active) if zone == FRAME else zone in active
-            client.publish(topic, "ON" if on else "OFF", qos=1, retain=True)
+            self._publish(topic, "ON" if on else "OFF", retain=True)
+        for header in pending:  # the events of the time away, oldest first
+            self._publish(self.events_topic, header, retain=False)
+
+    def _on_connect_fail(self, client: paho.Client, userdata: Any) -> None:
+        self.log.warning("mqtt: cannot connect to %s:%d (down, or TLS refused); retrying", self.cfg.host, self.cfg.port)
 
     def _on_disconnect(self, client: paho.Client, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         self.m.mqtt_connected.set(0)

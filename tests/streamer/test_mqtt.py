@@ -28,18 +28,36 @@ pytestmark = pytest.mark.skipif(
 USER, PASSWORD = "kdrsdl", "s3cret word"
 
 
-class Mosquitto:
-    """A real Mosquitto on 127.0.0.1:``port`` with a password file; started and stopped by the test."""
+def make_tls(directory):
+    """A CA and a server certificate for 127.0.0.1 signed by it (openssl): the paths by name."""
+    d = directory
+    run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True)  # noqa: E731
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", d / "ca.key", "-out", d / "ca.crt",
+        "-days", "1", "-subj", "/CN=kdrsdl test CA")  # fmt: skip
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", d / "server.key", "-out", d / "server.csr",
+        "-subj", "/CN=127.0.0.1")  # fmt: skip
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    run("x509", "-req", "-in", d / "server.csr", "-CA", d / "ca.crt", "-CAkey", d / "ca.key", "-CAcreateserial",
+        "-out", d / "server.crt", "-days", "1", "-extfile", d / "san.ext")  # fmt: skip
+    return {name: d / f"{name}" for name in ("ca.crt", "server.crt", "server.key")}
 
-    def __init__(self, tmp_path, port=None):
+
+class Mosquitto:
+    """A real Mosquitto on 127.0.0.1:``port`` with a password file (and TLS, given the
+    :func:`make_tls` files); started and stopped by the test."""
+
+    def __init__(self, tmp_path, port=None, tls=None):
         self.port = port or free_port()
         passwords = tmp_path / "passwords"
         subprocess.run(["mosquitto_passwd", "-b", "-c", str(passwords), USER, PASSWORD], check=True)
         self.conf = tmp_path / "mosquitto.conf"
         # as root, Mosquitto would switch to its own user, who cannot read pytest's private tmp_path
         user = f"user {getpass.getuser()}\n"
+        tls_lines = ""
+        if tls:
+            tls_lines = f"cafile {tls['ca.crt']}\ncertfile {tls['server.crt']}\nkeyfile {tls['server.key']}\n"
         self.conf.write_text(
-            f"{user}listener {self.port} 127.0.0.1\nallow_anonymous false\npassword_file {passwords}\n"
+            f"{user}listener {self.port} 127.0.0.1\n{tls_lines}allow_anonymous false\npassword_file {passwords}\n"
             "persistence false\n"
         )
         self.proc = None
@@ -64,11 +82,13 @@ def _can_connect(port):
 class Listener:
     """A paho client subscribed to everything: the messages in order, the retained ones by topic."""
 
-    def __init__(self, port):
+    def __init__(self, port, ca=None):
         self.messages = []
         self.lock = threading.Lock()
         self.client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="test-listener")
         self.client.username_pw_set(USER, PASSWORD)
+        if ca is not None:
+            self.client.tls_set(ca_certs=str(ca))
         self.client.on_message = self._on_message
         self.client.on_connect = lambda c, *a: c.subscribe("#", qos=1)
         self.client.connect("127.0.0.1", port)
@@ -170,3 +190,81 @@ def test_a_broken_mqtt_table_is_a_configuration_error(tmp_path, table, says):
     _, err = proc.communicate(timeout=60)
     lines = err.decode().strip().splitlines()
     assert proc.returncode == 78 and len(lines) == 1 and says in lines[0], (proc.returncode, lines)
+
+
+#: [mqtt] queue in the restart test: the events kept while the broker is away.
+QUEUE = 1
+
+
+def test_a_broker_killed_and_restarted_gets_the_current_state_and_the_count_is_exact(tmp_path, monkeypatch):
+    """The broker dies mid-run (SIGKILL) and comes back on its port: the masks never stop; while it
+    is away the door's event starts and ends (2 events, a queue of 1: the older dropped, counted);
+    back, it gets the current state (OFF), the kept event, and every message handed to the client
+    is acknowledged or counted as dropped."""
+    from helpers import metric, scrape
+
+    monkeypatch.setenv("MQTT_PASSWORD", PASSWORD)
+    broker = Mosquitto(tmp_path).start()
+    run = Run(tmp_path, config=_config(broker.port) + f"queue = {QUEUE}\n")
+    listener = None
+    try:
+        wait_for(lambda: metric(scrape(run.port), "kdrsdl_mqtt_connected", camera="cam1") == 1, 20, "MQTT up")
+        broker.kill()
+        wait_for(lambda: metric(scrape(run.port), "kdrsdl_mqtt_connected", camera="cam1") == 0, 20, "MQTT down")
+        before = scrape(run.port)
+        for t in range(ENTER + W // SPEED + QUIET + 2):  # the whole crossing while the broker is away
+            run.send(t)
+        during = scrape(run.port)
+        assert metric(during, "kdrsdl_mqtt_messages_dropped_total", camera="cam1") == 2 - QUEUE
+        assert metric(during, "kdrsdl_mqtt_messages_total", camera="cam1") == metric(
+            before, "kdrsdl_mqtt_messages_total", camera="cam1"
+        )  # nothing handed to paho while away
+        broker.start()
+        listener = Listener(broker.port)
+        wait_for(lambda: listener.on("kdrsdl/events"), 45, "the kept event after the reconnection")
+        assert [json.loads(p)["event"] for p in listener.on("kdrsdl/events")] == ["end"]  # the newest kept
+        wait_for(lambda: listener.on("kdrsdl/cam1/motion"), 10, "the state")
+        assert listener.on("kdrsdl/cam1/motion")[-1] == "OFF" and listener.on("kdrsdl/cam1/door/motion")[-1] == "OFF"
+
+        def settled():
+            m = scrape(run.port)
+            handed = metric(m, "kdrsdl_mqtt_messages_total", camera="cam1")
+            done = metric(m, "kdrsdl_mqtt_messages_published_total", camera="cam1")
+            dropped_by_paho = metric(m, "kdrsdl_mqtt_messages_dropped_total", camera="cam1") - (2 - QUEUE)
+            return handed == done + dropped_by_paho and dropped_by_paho == 0
+
+        wait_for(settled, 20, "every message handed over acknowledged")
+        run.close()
+    finally:
+        if listener is not None:
+            listener.close()
+        broker.kill()
+
+
+def test_tls_with_the_ca_file_and_a_foreign_ca_refused(tmp_path, monkeypatch):
+    """A broker with TLS (a certificate for 127.0.0.1 signed by a test CA): a worker given that CA
+    connects and says it is online; one given another CA never connects, and its frames still
+    get their masks."""
+    from helpers import metric, scrape
+
+    monkeypatch.setenv("MQTT_PASSWORD", PASSWORD)
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "foreign").mkdir()
+    tls, foreign = make_tls(tmp_path / "ours"), make_tls(tmp_path / "foreign")
+    broker = Mosquitto(tmp_path, tls=tls).start()
+    listener = Listener(broker.port, ca=tls["ca.crt"])
+    good = Run(tmp_path, config=_config(broker.port) + f'tls_ca_file = "{tls["ca.crt"]}"\n')
+    try:
+        wait_for(lambda: listener.on("kdrsdl/cam1/available") == ["online"], 20, "online over TLS")
+        assert any(t.startswith("homeassistant/") for t, _, _ in listener.messages)
+        good.close()
+        (tmp_path / "bad").mkdir()
+        bad = Run(tmp_path / "bad", config=_config(broker.port) + f'tls_ca_file = "{foreign["ca.crt"]}"\n')
+        for t in range(10):  # the frames get their masks while the TLS handshake fails
+            bad.send(t)
+        time.sleep(2)
+        assert metric(scrape(bad.port), "kdrsdl_mqtt_connected", camera="cam1") == 0
+        bad.close()
+    finally:
+        listener.close()
+        broker.kill()
