@@ -61,10 +61,6 @@ class Event:
     t_capture_ns: int
     fields: dict = field(default_factory=dict)
 
-    def header(self) -> dict[str, Any]:
-        """The event's header fields beside the envelope's (``zone`` and :attr:`fields`)."""
-        return {"zone": self.zone, **self.fields}
-
 
 @dataclass
 class _Run:

@@ -29,10 +29,6 @@ class Region:
     area: int
     centroid: tuple[float, float]
 
-    def header(self) -> dict:
-        """The JSON-able dict of one entry of the mask header's ``regions`` (centroid to 0.01 pixel)."""
-        return {"box": list(self.box), "area": self.area, "centroid": list(self.centroid)}
-
 
 @dataclass(frozen=True)
 class Regions:

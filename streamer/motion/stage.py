@@ -46,15 +46,6 @@ class MotionResult:
     zones: dict[str, float]
     events: list[Event]
 
-    def header(self) -> dict:
-        """The mask header's motion fields: ``fg_ratio``, ``regions``, ``regions_omitted``, ``zones``."""
-        return {
-            "fg_ratio": self.fg_ratio,
-            "regions": [r.header() for r in self.regions.listed],
-            "regions_omitted": self.regions.omitted,
-            "zones": {k: round(v, 6) for k, v in self.zones.items()},
-        }
-
 
 class MotionStage:
     """Regions, zones and events of one camera's masks.

@@ -40,13 +40,6 @@ class SolverFacts:
     residual: Optional[float] = None
     rank: int = 0
 
-    def header(self) -> dict:
-        """The JSON-able dict of the header's ``solver`` field.
-
-        The fields as they are (each a plain value): ``asdict``'s deep copy took 7 us a frame.
-        """
-        return dict(vars(self))
-
 
 @dataclass(frozen=True)
 class StageReport:
@@ -76,11 +69,6 @@ class StageReport:
     def light(self) -> Optional[LightChange]:
         """The change of light the model absorbed at this frame (:mod:`core.streaming.light`), or None."""
         return None if self.result is None else self.result.light
-
-    def header(self) -> dict:
-        """The mask header's per-frame model fields: ``light_change`` (None or ``{gain, offset}``)."""
-        light = self.light
-        return {"light_change": None if light is None else {"gain": light.gain, "offset": light.offset}}
 
 
 class ModelStage:
@@ -135,13 +123,6 @@ class ModelStage:
         return self.model.getBackgroundImage()
 
     # ----------------------------------------------------------------- frames
-    def header(self) -> dict:
-        """The mask header's model fields: ``solver``, ``mask_resolution``, ``processing_shape``."""
-        return {
-            "solver": self.facts.header(),
-            "mask_resolution": self.model.params.mask_resolution,
-            "processing_shape": list(self.model.processing_shape or ()),
-        }
 
     def process(self, image: np.ndarray, input_shape: tuple[int, int] | None = None) -> StageReport:
         """One frame through the model; a :class:`StageReport` whose result holds the mask as published.

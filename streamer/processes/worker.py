@@ -43,6 +43,7 @@ from streamer.processes.view import LiveView
 from streamer.state import checkpoint
 from streamer.state.checkpointer import Checkpointer
 from streamer.wire import security
+from streamer.wire.messages import event_fields, mask_fields
 from streamer.wire.mqtt import MqttPublisher
 from streamer.wire.protocol import COPY_THRESHOLD, Message, encode, encode_event, log_rejection, new_epoch
 
@@ -285,15 +286,17 @@ class _Worker:
             h["t_capture_ns"],
             motion.fgmask,
             self.mask_encoding,
-            frame_seq=h["seq"],
-            frame_epoch=h["epoch"],
-            frame_index=h.get("frame_index"),
-            input_shape=list(input_shape),
-            latency_s=latency,
-            threshold=res.threshold,
-            **motion.header(),
-            **self.stage.header(),
-            **report.header(),
+            **mask_fields(
+                h,
+                input_shape,
+                latency,
+                res.threshold,
+                motion,
+                self.stage.facts,
+                self.stage.model.params.mask_resolution,
+                self.stage.model.processing_shape or (),
+                report.light,
+            ),
         )
         # the gauges and the view first: whoever has received the mask finds them up to date
         self.m.fg_ratio.set(motion.fg_ratio)
@@ -345,13 +348,14 @@ class _Worker:
         """Publish ``events`` on ``event/<camera>/`` (and MQTT, if configured), counted by zone and kind."""
         headers = []
         for e in events:
-            parts = encode_event(self.camera, self.epoch, self.event_seq, e.t_capture_ns, e.event, **e.header())
+            fields = event_fields(e)
+            parts = encode_event(self.camera, self.epoch, self.event_seq, e.t_capture_ns, e.event, **fields)
             pub.send_multipart(parts)
             headers.append(parts[1])
             self.event_seq += 1
             self.m.events[e.zone, e.event].inc()
             if self.view is not None:
-                self.view.note({"event": e.event, "t_capture_ns": e.t_capture_ns, **e.header()})
+                self.view.note({"event": e.event, "t_capture_ns": e.t_capture_ns, **fields})
             self.log.debug("event %s in %s: %s", e.event, e.zone, e.fields)
         if self.mqtt is not None and events:
             self.mqtt.events(events, headers)

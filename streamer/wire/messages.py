@@ -20,7 +20,7 @@ is allocated, a reason for every rejection); the limits it checks are the ones d
 import json
 import pathlib
 import sys
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Protocol, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -176,6 +176,14 @@ class EndOfStreamEvent(_Event):
     lost: Count = Field(description="Lost in transit.")
 
 
+class RegionLike(Protocol):
+    """What :func:`region_fields` reads (:class:`streamer.motion.regions.Region`)."""
+
+    box: tuple[int, int, int, int]
+    area: int
+    centroid: tuple[float, float]
+
+
 #: Any event header, told apart by its ``event`` field.
 EventHeader = Annotated[Union[StartEvent, EndEvent, LightChangeEvent, EndOfStreamEvent], Field(discriminator="event")]
 
@@ -183,6 +191,82 @@ EventHeader = Annotated[Union[StartEvent, EndEvent, LightChangeEvent, EndOfStrea
 HEADERS: dict[str, Any] = {"frame": FrameHeader, "end": EndHeader, "mask": MaskHeader, "event": EventHeader}
 #: Their validators, built once (a TypeAdapter takes milliseconds to build, microseconds to use).
 _ADAPTERS = {kind: TypeAdapter(model) for kind, model in HEADERS.items()}
+
+
+def region_fields(region: "RegionLike") -> dict[str, Any]:
+    """One entry of a mask header's ``regions``: ``box``, ``area``, ``centroid`` (:class:`Region`)."""
+    return {"box": list(region.box), "area": region.area, "centroid": list(region.centroid)}
+
+
+def mask_fields(
+    frame: dict[str, Any],
+    input_shape: tuple[int, int],
+    latency_s: float,
+    threshold: Optional[float],
+    motion: Any,
+    solver: Any,
+    mask_resolution: str,
+    processing_shape: tuple[int, ...],
+    light: Any,
+) -> dict[str, Any]:
+    """A mask header's fields after the envelope's, in the wire's order, from the stages' results.
+
+    The one place that writes them (:class:`MaskHeader` declares them); the envelope's (``v``,
+    ``camera``, ``epoch``, ``seq``, ``t_capture_ns``, ``shape``, ``dtype``, ``encoding``) are
+    :func:`streamer.wire.protocol.encode`'s.
+
+    Parameters
+    ----------
+    frame : dict
+        The frame's header as received (its ``seq``, ``epoch``, ``frame_index``).
+    input_shape : (int, int)
+        The frame's size before any reduction, pixels.
+    latency_s : float
+        From the frame's read to now, seconds.
+    threshold : float or None
+        The global threshold where one decided.
+    motion : streamer.motion.stage.MotionResult
+        ``fg_ratio``, ``regions`` (``listed``, ``omitted``) and ``zones``.
+    solver : streamer.processes.model_stage.SolverFacts
+        ``start``, ``iterations``, ``residual``, ``rank``.
+    mask_resolution : str
+    processing_shape : tuple of int
+        The size the model works at (empty before its first frame).
+    light : core.streaming.light.LightChange or None
+        ``gain`` and ``offset`` of a change of light absorbed at this frame.
+
+    Returns
+    -------
+    dict
+        JSON-able; a zone's fraction rounded to 1e-6.
+    """
+    return {
+        "frame_seq": frame["seq"],
+        "frame_epoch": frame["epoch"],
+        "frame_index": frame.get("frame_index"),
+        "input_shape": list(input_shape),
+        "latency_s": latency_s,
+        "threshold": threshold,
+        "fg_ratio": motion.fg_ratio,
+        "regions": [region_fields(r) for r in motion.regions.listed],
+        "regions_omitted": motion.regions.omitted,
+        "zones": {k: round(v, 6) for k, v in motion.zones.items()},
+        "solver": {
+            "start": solver.start,
+            "iterations": solver.iterations,
+            "residual": solver.residual,
+            "rank": solver.rank,
+        },
+        "mask_resolution": mask_resolution,
+        "processing_shape": list(processing_shape),
+        "light_change": None if light is None else {"gain": light.gain, "offset": light.offset},
+    }
+
+
+def event_fields(event: Any) -> dict[str, Any]:
+    """An event header's fields after the envelope's: ``zone``, then the event's own facts
+    (:class:`streamer.motion.events.Event`'s ``fields``, written by the event detector)."""
+    return {"zone": event.zone, **event.fields}
 
 
 def parse(kind: str, header: bytes | str | dict[str, Any]) -> BaseModel:

@@ -29,6 +29,7 @@ from core.evaluation.scene import SyntheticScene  # noqa: E402
 from streamer.config import MqttConfig  # noqa: E402
 from streamer.motion.events import Event  # noqa: E402
 from streamer.ops.metrics import WorkerMetrics  # noqa: E402
+from streamer.wire.messages import event_fields  # noqa: E402
 from streamer.wire.mqtt import MqttPublisher  # noqa: E402
 from streamer.wire.protocol import encode_event  # noqa: E402
 
@@ -62,7 +63,7 @@ def main() -> None:
     start = Event("start", "frame", 10**18, {"frame_epoch": "e", "first_seq": 0, "fraction": 0.1, "box": [1, 2, 3, 4]})
     end = Event("end", "frame", 10**18, {"frame_epoch": "e", "first_seq": 0, "last_seq": 9, "duration_s": 0.3,
                                           "peak": 0.2, "box": [1, 2, 3, 4], "reason": "quiet"})  # fmt: skip
-    headers = [encode_event("cam1", "w", i, 10**18, e.event, **e.header())[1] for i, e in enumerate((start, end))]
+    headers = [encode_event("cam1", "w", i, 10**18, e.event, **event_fields(e))[1] for i, e in enumerate((start, end))]
     with tempfile.TemporaryDirectory() as tmp:
         port = 18830 + int(time.time()) % 1000
         conf = pathlib.Path(tmp) / "m.conf"

@@ -29,6 +29,7 @@ from helpers import (
 
 from streamer.motion.regions import find_regions
 from streamer.motion.zones import rasterise
+from streamer.wire.messages import region_fields
 from streamer.wire.protocol import decode_event, encode
 
 H, W, SIDE, SPEED, ENTER = 120, 160, 24, 4, 40  # the square appears at frame ENTER at x = 0
@@ -164,7 +165,7 @@ def test_masks_sent_as_png_decode_to_the_masks_their_headers_describe(tmp_path):
         assert msg.header["encoding"] == "png" and msg.image.shape == (H, W)
         assert set(np.unique(msg.image)) <= {0, 255}
         listed = find_regions(msg.image, 30, 5).listed
-        assert [r.header() for r in listed] == msg.header["regions"]
+        assert [region_fields(r) for r in listed] == msg.header["regions"]
         checked += bool(listed)
     assert checked >= 10  # the square was found in the decoded masks
     run.close()
@@ -205,7 +206,7 @@ def test_regions_zones_and_events_match_the_scene_and_the_published_masks(tmp_pa
         assert not mask[ignored].any()
         # regions: exactly the published mask's components of at least 30 px, at most 5
         regions = find_regions(mask, 30, 5)
-        assert h["regions"] == [r.header() for r in regions.listed] and h["regions_omitted"] == regions.omitted
+        assert h["regions"] == [region_fields(r) for r in regions.listed] and h["regions_omitted"] == regions.omitted
         # zone fraction: exactly the published mask's share of the door's pixels
         fractions[t] = h["zones"]["door"]
         assert fractions[t] == pytest.approx(np.count_nonzero(mask[door]) / door.sum(), abs=1e-6)

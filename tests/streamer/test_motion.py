@@ -6,6 +6,7 @@ import pytest
 from streamer.motion.events import EventDetector, union
 from streamer.motion.regions import find_regions
 from streamer.motion.zones import ZoneMap, rasterise
+from streamer.wire.messages import region_fields
 
 
 def _mask(shape=(60, 80)):
@@ -26,7 +27,7 @@ def test_regions_are_the_components_largest_first_with_exact_boxes_areas_and_cen
         ((70, 2, 2, 2), 4, (70.5, 2.5)),
     ]
     assert r.omitted == 1  # the second 4-px square; the 1-px one is under min_area, not omitted
-    assert r.listed[0].header() == {"box": [5, 10, 20, 10], "area": 200, "centroid": [14.5, 14.5]}
+    assert region_fields(r.listed[0]) == {"box": [5, 10, 20, 10], "area": 200, "centroid": [14.5, 14.5]}
     assert find_regions(_mask(), 1, 10).listed == []
     # diagonal neighbours are one component (8-connectivity)
     d = _mask()
