@@ -228,7 +228,7 @@ class BackgroundParams:
         "How a frame's per-pixel steps run: compiled loops ('numba': the band, the sample "
         "consensus, the blink counts and the samples' update, each one pass over the pixels) or "
         "numpy ('numpy', the reference). The masks are the same to the bit; 'numpy' spares "
-        "numba's memory (about 110 MiB) at about twice the time a frame. With tolerance > 1 "
+        "numba's memory (about 120 MiB) for about a third more time a frame. With tolerance > 1 "
         "the band runs in numpy either way.",
         choices=("numba", "numpy"),
     )

@@ -380,3 +380,18 @@ def test_a_checkpoint_of_an_older_model_is_refused_not_used():
     with pytest.raises(ValueError, match="samples state does not fit"):
         fresh.restore(v2)
     assert fresh.state is None and fresh.apply(scene.frame_uint8(0)).shape == (60, 80)
+
+
+def test_a_refit_that_overflows_is_dropped_and_counted_as_a_reset():
+    """Frames of huge finite values (float32 1e30: the solver's products overflow) make every
+    window refit non-finite: each is dropped and counted as a reset (the worker's
+    ``solver_resets_total``), no solution is installed, and every frame still gets a mask (the
+    global threshold, as before any refit). The worker itself only takes uint8 frames, which
+    cannot overflow: this is the model's side of that path."""
+    rng = np.random.default_rng(0)
+    sub = KDRSDLBackgroundSubtractor()
+    with np.errstate(all="ignore"):
+        for _ in range(120):
+            res = sub.process((rng.random((24, 32)) * 1e30).astype(np.float32))
+            assert res.fgmask.shape == (24, 32) and res.fgmask.dtype == np.uint8
+    assert sub.n_resets == 3 and sub.state is None  # every refit of the 120 frames (3, measured) reset
