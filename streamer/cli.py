@@ -57,6 +57,7 @@ _GROUPS = {
     "capture": "the source ([capture] in the configuration)",
     "worker": "the worker ([worker] in the configuration)",
     "view": "the live view ([view] in the configuration)",
+    "events": "the events' snapshots ([events] in the configuration)",
     "subscribe": "the subscriber ([subscribe] in the configuration)",
     "model": "the background model's knobs ([model] in the configuration)",
     "broker": "the broker ([broker] in the configuration)",

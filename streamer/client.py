@@ -9,8 +9,9 @@
             else:
                 print(item.camera, item.event, item.zone)
 
-Each item is a :class:`Mask` (the mask as a numpy array, the header's fields as attributes) or an
-:class:`Event`, both typed by the wire contract (:mod:`streamer.wire.messages`). The client
+Each item is a :class:`Mask` (the mask as a numpy array, the header's fields as attributes), an
+:class:`Event`, or (asked with ``snapshots=True``) a :class:`Snapshot` (an event's JPEG, and its
+decoded picture), each typed by the wire contract (:mod:`streamer.wire.messages`). The client
 connects a ZeroMQ SUB socket to one endpoint or several (every worker, or one ``kdrsdl broker``),
 subscribes to the cameras asked (all by default), checks each message as the worker's own
 subscriber does (sizes before allocation, :mod:`streamer.wire.protocol`; then the typed header),
@@ -85,16 +86,40 @@ class Event:
         return getattr(self.header, name)
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """An event's snapshot: the frame at its start or at its peak, the event's box drawn.
+
+    Attributes
+    ----------
+    image : ndarray, shape (h, w, 3), uint8
+        The picture, BGR (OpenCV's order), at the frame's input size.
+    jpeg : bytes
+        The picture as sent (to save it as it is).
+    header : streamer.wire.messages.SnapshotHeader
+        ``trigger`` ("start" or "peak"), ``event_seq``, ``zone``, ``frame_seq``, ``fraction``,
+        ``box``, ...; each is also an attribute of the :class:`Snapshot` itself.
+    """
+
+    image: np.ndarray
+    jpeg: bytes
+    header: messages.SnapshotHeader
+    kind: str = field(default="snapshot", init=False)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.header, name)
+
+
 @dataclass
 class Stats:
     """What a :class:`Subscriber` took and what it could not.
 
     Attributes
     ----------
-    masks, events : int
+    masks, events, snapshots : int
         Items yielded.
     gaps : int
-        Messages missed: gaps in a camera's ``seq`` within one worker epoch, masks and events.
+        Messages missed: gaps in a camera's ``seq`` within one worker epoch, of each kind.
     restarts : int
         New worker epochs seen after the first (a worker restarted; nothing is lost there).
     rejected : int
@@ -103,13 +128,14 @@ class Stats:
 
     masks: int = 0
     events: int = 0
+    snapshots: int = 0
     gaps: int = 0
     restarts: int = 0
     rejected: int = 0
 
 
 class Subscriber:
-    """Masks and events from one or more endpoints, as typed Python objects.
+    """Masks, events and snapshots from one or more endpoints, as typed Python objects.
 
     Parameters
     ----------
@@ -117,8 +143,8 @@ class Subscriber:
         The workers' ``masks_endpoint`` (each connected), or a broker's endpoint.
     cameras : sequence of str, optional
         The cameras to receive; None = every camera the endpoints publish.
-    masks, events : bool
-        Which kinds to receive (both by default).
+    masks, events, snapshots : bool
+        Which kinds to receive (masks and events by default; snapshots when asked).
     curve_secret_key, curve_server_key : str, optional
         CURVE: this client's ``NAME.key_secret`` file and the server's public ``NAME.key``
         (``kdrsdl keygen``); together or not at all.
@@ -141,12 +167,13 @@ class Subscriber:
         cameras: Sequence[str] | None = None,
         masks: bool = True,
         events: bool = True,
+        snapshots: bool = False,
         curve_secret_key: str | None = None,
         curve_server_key: str | None = None,
         hwm: int = 1000,
     ) -> None:
-        if not (masks or events):
-            raise ValueError("a subscriber needs masks, events or both")
+        if not (masks or events or snapshots):
+            raise ValueError("a subscriber needs masks, events or snapshots")
         if (curve_secret_key is None) != (curve_server_key is None):
             raise ValueError("curve_secret_key and curve_server_key go together")
         self.stats = Stats()
@@ -155,7 +182,7 @@ class Subscriber:
         self._sock.setsockopt(zmq.RCVHWM, hwm)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.MAXMSGSIZE, MAX_SIDE * MAX_SIDE + 65536)  # bounded before allocation
-        kinds = [k for k, wanted in (("mask", masks), ("event", events)) if wanted]
+        kinds = [k for k, wanted in (("mask", masks), ("event", events), ("snapshot", snapshots)) if wanted]
         for camera in [validate_camera(c) for c in cameras] if cameras is not None else [None]:
             for kind in kinds:  # the topic's trailing slash keeps cam1 from cam10
                 self._sock.setsockopt(zmq.SUBSCRIBE, topic(kind, camera) if camera else f"{kind}/".encode())
@@ -164,8 +191,8 @@ class Subscriber:
         for endpoint in [endpoints] if isinstance(endpoints, str) else endpoints:
             self._sock.connect(endpoint)
 
-    def recv(self, timeout_s: float | None = None) -> Mask | Event | None:
-        """The next mask or event; None when none came within ``timeout_s`` seconds (None = wait).
+    def recv(self, timeout_s: float | None = None) -> Mask | Event | Snapshot | None:
+        """The next mask, event or snapshot; None when none came within ``timeout_s`` seconds (None = wait).
 
         Messages that break the contract are counted in :attr:`stats` and skipped.
         """
@@ -180,19 +207,23 @@ class Subscriber:
             if deadline is not None and time.monotonic() >= deadline:
                 return None
 
-    def __iter__(self) -> Iterator[Mask | Event]:
+    def __iter__(self) -> Iterator[Mask | Event | Snapshot]:
         while True:
             item = self.recv()
             if item is not None:
                 yield item
 
-    def _take(self, parts: list) -> Mask | Event | None:
+    def _take(self, parts: list) -> Mask | Event | Snapshot | None:
         """One message as a typed item; None (counted) when it breaks the contract."""
         kind = kind_of(parts)
         try:
             if kind == "event":
                 header: Any = messages.parse("event", decode_event(parts))
-                item: Mask | Event = Event(header)
+                item: Mask | Event | Snapshot = Event(header)
+            elif kind == "snapshot":
+                msg = decode(parts, "snapshot")
+                header = messages.parse("snapshot", msg.header)
+                item = Snapshot(msg.image, bytes(parts[2]), header)
             else:
                 msg = decode(parts, "mask")
                 header = messages.parse("mask", msg.header)
@@ -213,6 +244,8 @@ class Subscriber:
             log.warning("camera %s: %d %s message(s) missed before seq %d", header.camera, lost, item.kind, header.seq)
         if item.kind == "mask":
             self.stats.masks += 1
+        elif item.kind == "snapshot":
+            self.stats.snapshots += 1
         else:
             self.stats.events += 1
         return item

@@ -59,6 +59,7 @@ SECTION_COMMANDS = {
     "capture": ("capture", "run"),
     "worker": ("worker", "run"),
     "view": ("worker", "run"),
+    "events": ("worker", "run"),
     "subscribe": ("subscribe", "run"),
     "model": ("worker", "run"),
 }
@@ -408,6 +409,27 @@ class MotionConfig(_Strict):
             raise ConfigError(str(exc)) from None
 
 
+class EventsConfig(_Strict):
+    """The ``[events]`` table: the events' snapshots (streamer.motion.snapshots; docs/operations.md,
+    "Snapshots")."""
+
+    snapshots: bool = setting(
+        True,
+        "publish a JPEG of the frame, the event's box drawn, at each event's start and at its peak (sent at "
+        "its end), on snapshot/<camera>/ and on MQTT",
+        Flag(("worker", "run")),
+    )
+    snapshot_dir: Optional[str] = setting(
+        None,
+        "also write each snapshot into this directory (made if missing); unset = none written",
+        Flag(("worker", "run"), metavar="DIR"),
+    )
+    snapshot_keep: int = setting(
+        100, "snapshots of the camera kept in snapshot_dir (the newest)", Flag(("worker",), metavar="N"), ge=1
+    )
+    snapshot_quality: int = setting(85, "the snapshots' JPEG quality", ge=1, le=100)
+
+
 class ViewConfig(_Strict):
     """The ``[view]`` table: the worker's live view page (docs/operations.md, "Live view")."""
 
@@ -539,6 +561,7 @@ class Config(_Strict):
     model: ModelConfig = ModelConfig()
     subscribe: SubscribeConfig = SubscribeConfig()
     motion: MotionConfig = MotionConfig()
+    events: EventsConfig = EventsConfig()
     view: ViewConfig = ViewConfig()
     broker: BrokerConfig = BrokerConfig()
     mqtt: MqttConfig = MqttConfig()
@@ -675,6 +698,7 @@ _TABLES = {
     "worker": "[worker]",
     "model": "[model]",
     "motion": "[motion]",
+    "events": "[events]",
     "view": "[view]",
     "subscribe": "[subscribe]",
     "broker": "[broker]",

@@ -107,6 +107,9 @@ class EventDetector:
         self.min_frames, self.quiet_frames = int(min_frames), int(quiet_frames)
         self._runs: dict[str, _Run] = {}
         self._restored: list[Event] = []
+        #: The zones whose run reached a new peak fraction at the last :meth:`update` (a run's
+        #: first frame included): ``zone -> (fraction, box)``, for the events' peak snapshots.
+        self.peaked: dict[str, tuple[float, Optional[Box]]] = {}
 
     def update(
         self,
@@ -133,11 +136,15 @@ class EventDetector:
             active frames.
         """
         events, self._restored = self._restored, []
+        if self.peaked:
+            self.peaked = {}
         for zone in self.zones:
             frac = float(fractions[zone])
             run = self._runs.get(zone)
             if frac > self.threshold:
                 b = box(zone)
+                if run is None or frac > run.peak:
+                    self.peaked[zone] = (frac, b)
                 if run is None:
                     run = self._runs[zone] = _Run(frame_epoch, seq, t_ns, seq, t_ns, frac, b)
                 else:

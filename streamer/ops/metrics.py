@@ -266,6 +266,11 @@ class WorkerMetrics(_ProcessMetrics):
         self.events = {(z, k): events.labels(c, z, k) for z in zones for k in ("start", "end")}
         for kind in ("light_change", "end_of_stream"):  # whole-frame kinds
             self.events["frame", kind] = events.labels(c, "frame", kind)
+        snapshots = counter("kdrsdl_snapshots_total", "Event snapshots taken, by trigger (start, peak)", ["trigger"])
+        self.snapshots = {t: snapshots.labels(c, t) for t in ("start", "peak")}
+        self.snapshot_write_errors = counter(
+            "kdrsdl_snapshot_write_errors_total", "Snapshots that could not be written to [events] snapshot_dir"
+        ).labels(c)
         self.viewers = gauge("kdrsdl_view_viewers", "Live view streams open now").labels(c)
         # MQTT ([mqtt]; streamer.wire.mqtt)
         self.mqtt_connected = gauge("kdrsdl_mqtt_connected", "1 while connected to the MQTT broker, else 0").labels(c)

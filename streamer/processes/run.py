@@ -184,6 +184,8 @@ def run_all(cfg: Config, stop: threading.Event, log: logging.Logger, open_timeou
     child_cfg.subscribe.output = output
     if output:
         child_cfg.worker.snapshot = os.path.join(output, "contact_sheet.png")
+        if child_cfg.events.snapshot_dir is None:  # the events' pictures beside the masks
+            child_cfg.events.snapshot_dir = os.path.join(output, "snapshots")
     config_file = os.path.join(tmp, "config.toml")
     write_config(child_cfg, config_file)
     children = {"worker": _child(["worker", "--config", config_file])}
@@ -365,6 +367,9 @@ def _run(
         where = f"{masks} in {output}/ (mask_*.png)"
         if os.path.exists(sheet):
             where += f", contact sheet {sheet}"
+        pictures = cfg.events.snapshot_dir or os.path.join(output, "snapshots")
+        if os.path.isdir(pictures):
+            where += f", {len(os.listdir(pictures))} event snapshots in {pictures}/"
     else:
         where = "no masks written (add --output DIR to keep them)"
     say(f"kdrsdl run: {where}; logs of the capture and the worker in {tmp}/")

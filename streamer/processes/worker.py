@@ -10,7 +10,9 @@ an ``end_of_stream`` event with what became of the stream's frames; the model st
 frame into a mask and solver facts
 (:mod:`streamer.processes.model_stage`); the motion stage fills the ignored areas before the model and
 lists the mask's regions, zone fractions and events after it (:mod:`streamer.motion.stage`);
-each mask is published on ``mask/<camera>/`` and each event on ``event/<camera>/``; the live
+each mask is published on ``mask/<camera>/``, each event on ``event/<camera>/`` and each event's
+snapshots (its start's and its peak's, :mod:`streamer.motion.snapshots`) on ``snapshot/<camera>/``
+and into ``[events] snapshot_dir``; the live
 view, when its port is set, shows them (:mod:`streamer.processes.view`); with a state
 directory, the checkpointer writes the model atomically every ``checkpoint_interval_s`` and at a
 clean stop, and resumes from a valid checkpoint at start (:mod:`streamer.state.checkpointer`).
@@ -32,6 +34,7 @@ import zmq
 
 from streamer.config import ConfigError
 from streamer.motion.events import FRAME
+from streamer.motion.snapshots import Frame, Snapshot, SnapshotDir, SnapshotTaker
 from streamer.motion.stage import MotionStage
 from streamer.motion.zones import ZoneError
 from streamer.ops.memory import hold_freed_heap
@@ -43,9 +46,17 @@ from streamer.processes.view import LiveView
 from streamer.state import checkpoint
 from streamer.state.checkpointer import Checkpointer
 from streamer.wire import security
-from streamer.wire.messages import event_fields, mask_fields
+from streamer.wire.messages import event_fields, mask_fields, snapshot_fields
 from streamer.wire.mqtt import MqttPublisher
-from streamer.wire.protocol import COPY_THRESHOLD, Message, encode, encode_event, log_rejection, new_epoch
+from streamer.wire.protocol import (
+    COPY_THRESHOLD,
+    Message,
+    encode,
+    encode_event,
+    encode_snapshot,
+    log_rejection,
+    new_epoch,
+)
 
 if TYPE_CHECKING:
     from core.streaming.background import FrameResult
@@ -188,7 +199,15 @@ class _Worker:
         self.mqtt: MqttPublisher | None = None
         if cfg.mqtt.host is not None:
             self.mqtt = MqttPublisher(cfg.mqtt, cfg.camera, [z.name for z in cfg.motion.zones], self.m, log)
-        self.epoch, self.seq, self.rejected, self.event_seq = new_epoch(), 0, 0, 0
+        self.epoch, self.seq, self.rejected, self.event_seq, self.snapshot_seq = new_epoch(), 0, 0, 0, 0
+        ev = cfg.events
+        self.snapshots = SnapshotTaker(ev.snapshot_quality) if ev.snapshots or ev.snapshot_dir else None
+        self.snapshot_dir: SnapshotDir | None = None
+        if ev.snapshot_dir:
+            try:
+                self.snapshot_dir = SnapshotDir(ev.snapshot_dir, cfg.camera, ev.snapshot_keep)
+            except OSError as exc:
+                raise ConfigError(f"events.snapshot_dir: cannot create {ev.snapshot_dir}: {exc.strerror}") from None
         self.last: tuple[np.ndarray, FrameResult] | None = None  # the last frame and its result
         self.stream = _Stream()
         self.drops = _DropLog(log)
@@ -271,6 +290,10 @@ class _Worker:
         assert res is not None  # a report without an exception carries the result
         motion = self.motion.update(res.fgmask, input_shape, h, res.fgmask_processing)
         events = motion.events
+        frame = None
+        if self.snapshots is not None:  # the frame of each zone's new peak, kept for its event's snapshot
+            frame = Frame(msg.image, input_shape, h["epoch"], h["seq"], h["t_capture_ns"])
+            self.snapshots.observe(frame, self.motion.events.peaked)
         if report.light is not None:
             self.m.light_changes.inc()
             self.log.info("change of light absorbed: gain %.3f, offset %+.3f", report.light.gain, report.light.offset)
@@ -305,7 +328,7 @@ class _Worker:
         if self.view is not None:
             self.view.offer(self.seq, msg.image, motion, latency, input_shape)
         pub.send_multipart(parts, copy=False)
-        self.publish_events(events, pub)
+        self.publish_events(events, pub, frame)
         self.seq += 1
         self.m.end_to_end.observe(latency)
         self.m.processed.inc()
@@ -344,14 +367,16 @@ class _Worker:
             s.lost,
         )
 
-    def publish_events(self, events: list[Event], pub: zmq.Socket) -> None:
-        """Publish ``events`` on ``event/<camera>/`` (and MQTT, if configured), counted by zone and kind."""
-        headers = []
+    def publish_events(self, events: list[Event], pub: zmq.Socket, frame: Frame | None = None) -> None:
+        """Publish ``events`` on ``event/<camera>/`` (and MQTT, if configured), counted by zone and
+        kind, then their snapshots (``frame``: the frame that raised them, if one did)."""
+        headers, seqs = [], []
         for e in events:
             fields = event_fields(e)
             parts = encode_event(self.camera, self.epoch, self.event_seq, e.t_capture_ns, e.event, **fields)
             pub.send_multipart(parts)
             headers.append(parts[1])
+            seqs.append(self.event_seq)
             self.event_seq += 1
             self.m.events[e.zone, e.event].inc()
             if self.view is not None:
@@ -359,6 +384,28 @@ class _Worker:
             self.log.debug("event %s in %s: %s", e.event, e.zone, e.fields)
         if self.mqtt is not None and events:
             self.mqtt.events(events, headers)
+        if self.snapshots is not None and events:
+            for i, snapshot in self.snapshots.take(events, frame):
+                self.publish_snapshot(snapshot, seqs[i], pub)
+
+    def publish_snapshot(self, snapshot: Snapshot, event_seq: int, pub: zmq.Socket) -> None:
+        """One event's snapshot on ``snapshot/<camera>/`` and MQTT (``[events] snapshots``) and into
+        ``[events] snapshot_dir``; a file that cannot be written is counted and logged, nothing stops."""
+        self.m.snapshots[snapshot.trigger].inc()
+        if self.cfg.events.snapshots:
+            fields = snapshot_fields(snapshot, event_seq)
+            s, seq = snapshot, self.snapshot_seq
+            parts = encode_snapshot(self.camera, self.epoch, seq, s.t_capture_ns, s.jpeg, s.shape, **fields)
+            pub.send_multipart(parts)
+            self.snapshot_seq += 1
+            if self.mqtt is not None:
+                self.mqtt.snapshot(snapshot.jpeg)
+        if self.snapshot_dir is not None:
+            try:
+                self.snapshot_dir.write(snapshot)
+            except OSError as exc:
+                self.m.snapshot_write_errors.inc()
+                self.log.warning("snapshot not written to %s: %s", self.snapshot_dir.path, exc)
 
     def idle(self) -> None:
         """No frame came within POLL_MS: install a refit that finished meanwhile, so that its metrics and

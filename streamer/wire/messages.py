@@ -1,11 +1,12 @@
 """Every message's header as a typed structure: the wire contract, and its JSON Schema.
 
-The four kinds of message (docs/design.md, "Wire format"): a frame and the end of a capture's
-stream (capture PUSH -> worker PULL), a mask and an event (worker PUB -> any SUB). Each has three
-parts, ``[topic, header, payload]``; the header is UTF-8 JSON, and its fields are declared here,
-once, as pydantic models: :class:`FrameHeader`, :class:`EndHeader`, :class:`MaskHeader`, and the
-events :class:`StartEvent`, :class:`EndEvent`, :class:`LightChangeEvent`,
-:class:`EndOfStreamEvent` (:data:`EventHeader` tells them apart by ``event``). The models forbid
+The five kinds of message (docs/design.md, "Wire format"): a frame and the end of a capture's
+stream (capture PUSH -> worker PULL), a mask, an event and an event's snapshot (worker PUB -> any
+SUB). Each has three parts, ``[topic, header, payload]``; the header is UTF-8 JSON, and its fields
+are declared here, once, as pydantic models: :class:`FrameHeader`, :class:`EndHeader`,
+:class:`MaskHeader`, :class:`SnapshotHeader`, and the events :class:`StartEvent`,
+:class:`EndEvent`, :class:`LightChangeEvent`, :class:`EndOfStreamEvent` (:data:`EventHeader`
+tells them apart by ``event``). The models forbid
 fields they do not declare, so that the contract is exact: a header the service sends that does
 not validate is a bug of the service or of this file (tests/streamer/test_messages.py validates
 the headers of a real capture and a real worker).
@@ -24,7 +25,7 @@ from typing import Annotated, Any, Literal, Optional, Protocol, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from streamer.wire.protocol import CAMERA_RE, END_REASONS, MAX_SIDE, VERSION
+from streamer.wire.protocol import CAMERA_RE, END_REASONS, MAX_SIDE, SNAPSHOT_TRIGGERS, VERSION
 
 Camera = Annotated[str, Field(pattern=CAMERA_RE.pattern, description="The camera's name.")]
 Epoch = Annotated[str, Field(min_length=1, max_length=64, description="Random id of the sender's start.")]
@@ -176,6 +177,25 @@ class EndOfStreamEvent(_Event):
     lost: Count = Field(description="Lost in transit.")
 
 
+class SnapshotHeader(_Header):
+    """A picture of an event, on ``snapshot/<camera>/`` (the masks' socket): the payload is a colour
+    JPEG of the frame at its input size with the event's box drawn. ``seq`` counts snapshots."""
+
+    shape: Shape = Field(description="The picture's [h, w]: the frame's input size.")
+    dtype: Literal["uint8"]
+    encoding: Literal["jpeg"]
+    trigger: Literal[SNAPSHOT_TRIGGERS] = Field(  # type: ignore[valid-type]
+        description="start: the frame that started the event; peak: the frame of its largest fraction, "
+        "sent when the event ends."
+    )
+    event_seq: Count = Field(description="The seq of the event message it belongs to (the start, or the end).")
+    zone: str = Field(description='A zone\'s name, or "frame".')
+    frame_epoch: Epoch
+    frame_seq: Count = Field(description="The pictured frame's seq.")
+    fraction: Fraction = Field(description="The zone's foreground fraction at that frame.")
+    box: Optional[Box] = Field(description="The box drawn: the event's so far (start), or the frame's (peak).")
+
+
 class RegionLike(Protocol):
     """What :func:`region_fields` reads (:class:`streamer.motion.regions.Region`)."""
 
@@ -188,7 +208,13 @@ class RegionLike(Protocol):
 EventHeader = Annotated[Union[StartEvent, EndEvent, LightChangeEvent, EndOfStreamEvent], Field(discriminator="event")]
 
 #: The header type of each kind of message.
-HEADERS: dict[str, Any] = {"frame": FrameHeader, "end": EndHeader, "mask": MaskHeader, "event": EventHeader}
+HEADERS: dict[str, Any] = {
+    "frame": FrameHeader,
+    "end": EndHeader,
+    "mask": MaskHeader,
+    "event": EventHeader,
+    "snapshot": SnapshotHeader,
+}
 #: Their validators, built once (a TypeAdapter takes milliseconds to build, microseconds to use).
 _ADAPTERS = {kind: TypeAdapter(model) for kind, model in HEADERS.items()}
 
@@ -269,6 +295,20 @@ def event_fields(event: Any) -> dict[str, Any]:
     return {"zone": event.zone, **event.fields}
 
 
+def snapshot_fields(snapshot: Any, event_seq: int) -> dict[str, Any]:
+    """A snapshot header's fields after the envelope's (:class:`SnapshotHeader`), from a
+    :class:`streamer.motion.snapshots.Snapshot` and the seq of its event's message."""
+    return {
+        "trigger": snapshot.trigger,
+        "event_seq": event_seq,
+        "zone": snapshot.zone,
+        "frame_epoch": snapshot.frame_epoch,
+        "frame_seq": snapshot.frame_seq,
+        "fraction": round(snapshot.fraction, 6),
+        "box": None if snapshot.box is None else [int(v) for v in snapshot.box],
+    }
+
+
 def parse(kind: str, header: bytes | str | dict[str, Any]) -> BaseModel:
     """A header as its typed structure, checked strictly against the contract (JSON's types, no
     coercion: ``"7"`` is not a ``seq``), as the JSON Schemas check it.
@@ -282,12 +322,13 @@ def parse(kind: str, header: bytes | str | dict[str, Any]) -> BaseModel:
     Returns
     -------
     pydantic.BaseModel
-        A :class:`FrameHeader`, :class:`EndHeader`, :class:`MaskHeader` or one of the events.
+        A :class:`FrameHeader`, :class:`EndHeader`, :class:`MaskHeader`, :class:`SnapshotHeader`
+        or one of the events.
 
     Raises
     ------
     KeyError
-        If ``kind`` is none of the four.
+        If ``kind`` is none of the five.
     pydantic.ValidationError
         If the header does not follow the contract (a field missing, unknown, of another type or
         out of range); the error lists each.

@@ -6,18 +6,22 @@ What the worker publishes, ``<prefix>`` being ``[mqtt] topic_prefix`` (``kdrsdl`
   or the whole frame's without zones), ``OFF`` when the last one ended; retained.
 - ``<prefix>/<camera>/<zone>/motion``: the same for each named zone; retained.
 - ``<prefix>/events``: each event's JSON, the very header of the ``event/<camera>/`` message.
+- ``<prefix>/<camera>/snapshot``: the latest event snapshot, the JPEG's bytes
+  (:mod:`streamer.motion.snapshots`); retained, so a client that comes later sees the last one.
 - ``<prefix>/<camera>/available``: ``online`` once connected, ``offline`` as the client's last
   will (the broker sends it when the worker dies) and at a clean stop; retained.
 - Home Assistant's MQTT discovery, retained, at each connection:
   ``<discovery_prefix>/binary_sensor/kdrsdl_<camera>/<object>/config`` for the camera's motion and
-  each zone's, device class ``motion``, one device per camera.
+  each zone's, device class ``motion``, and ``<discovery_prefix>/camera/kdrsdl_<camera>/snapshot/config``
+  for the snapshots (Home Assistant's MQTT camera); one device per camera.
 
 paho-mqtt runs the connection on its own thread (``loop_start``): it connects and reconnects with
 back-off (1 s doubling to 30 s). The frame path only hands it a message when an event happens,
 and never waits: a broker that is down or refuses the login costs the frames nothing. While the
 broker is away, the events' JSON wait here, the newest ``[mqtt] queue`` of them (an older one is
 dropped, counted), and the motion states are only remembered: each connection publishes the
-current states, then the events that waited, oldest first. Everything handed to paho
+current states, the latest snapshot (one kept: a newer one replaces it, the older counted as
+dropped), then the events that waited, oldest first. Everything handed to paho
 (``kdrsdl_mqtt_messages_total``, QoS 1) ends acknowledged by the broker
 (``kdrsdl_mqtt_messages_published_total``) or dropped (``kdrsdl_mqtt_messages_dropped_total``,
 with the events dropped here); ``kdrsdl_mqtt_connected`` is 1 while connected.
@@ -30,6 +34,7 @@ import json
 import logging
 import ssl
 import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +45,9 @@ from streamer.motion.events import FRAME, Event
 if TYPE_CHECKING:
     from streamer.config import MqttConfig
     from streamer.ops.metrics import WorkerMetrics
+
+#: Seconds between two log lines about failed connection attempts (paho retries every 1-30 s).
+FAIL_LOG_EVERY_S = 300.0
 
 
 class MqttPublisher:
@@ -65,6 +73,9 @@ class MqttPublisher:
         self.available = f"{base}/available"
         self.motion_topic = {FRAME: f"{base}/motion", **{z: f"{base}/{z}/motion" for z in self.zones}}
         self.events_topic = f"{cfg.topic_prefix}/events"
+        self.snapshot_topic = f"{base}/snapshot"
+        self.pending_snapshot: bytes | None = None  # the latest snapshot while the broker is away
+        self._fails, self._fail_logged = 0, 0.0  # failed connection attempts in a row, and when last logged
         self.active: set[str] = set()  # zones with an event in progress
         self.pending: collections.deque[bytes] = collections.deque()  # events while the broker is away
         self._lock = threading.Lock()
@@ -97,6 +108,16 @@ class MqttPublisher:
                 self._set(e.zone, True)
             elif e.event == "end":
                 self._set(e.zone, False)
+
+    def snapshot(self, jpeg: bytes) -> None:
+        """Publish an event's snapshot (retained); while the broker is away, keep the latest only."""
+        with self._lock:
+            if not self.client.is_connected():
+                if self.pending_snapshot is not None:
+                    self.m.mqtt_dropped.inc()
+                self.pending_snapshot = jpeg
+                return
+        self._publish(self.snapshot_topic, jpeg, retain=True)
 
     def stop(self) -> None:
         """Say ``offline``, and disconnect (at the worker's clean stop)."""
@@ -149,6 +170,7 @@ class MqttPublisher:
             self.log.warning("mqtt: %s:%d refused the connection: %s", self.cfg.host, self.cfg.port, reason)
             return
         self.m.mqtt_connected.set(1)
+        self._fails = 0
         self.log.info("mqtt: connected to %s:%d", self.cfg.host, self.cfg.port)
         self._publish(self.available, "online", retain=True)
         if self.cfg.discovery:
@@ -156,15 +178,28 @@ class MqttPublisher:
                 self._publish(topic, json.dumps(config), retain=True)
         with self._lock:
             active, pending = set(self.active), list(self.pending)
+            snapshot, self.pending_snapshot = self.pending_snapshot, None
             self.pending.clear()
         for zone, topic in self.motion_topic.items():
             on = bool(active) if zone == FRAME else zone in active
             self._publish(topic, "ON" if on else "OFF", retain=True)
+        if snapshot is not None:
+            self._publish(self.snapshot_topic, snapshot, retain=True)
         for header in pending:  # the events of the time away, oldest first
             self._publish(self.events_topic, header, retain=False)
 
     def _on_connect_fail(self, client: paho.Client, userdata: Any) -> None:
-        self.log.warning("mqtt: cannot connect to %s:%d (down, or TLS refused); retrying", self.cfg.host, self.cfg.port)
+        """A failed attempt: logged at the first, then at most every :data:`FAIL_LOG_EVERY_S` with the count."""
+        self._fails += 1
+        now = time.monotonic()
+        if self._fails == 1 or now - self._fail_logged >= FAIL_LOG_EVERY_S:
+            self._fail_logged = now
+            self.log.warning(
+                "mqtt: cannot connect to %s:%d (down, or TLS refused); %d attempts so far, retrying",
+                self.cfg.host,
+                self.cfg.port,
+                self._fails,
+            )
 
     def _on_disconnect(self, client: paho.Client, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         self.m.mqtt_connected.set(0)
@@ -176,7 +211,8 @@ class MqttPublisher:
         self.m.mqtt_published.inc()
 
     def discovery(self) -> dict[str, dict[str, Any]]:
-        """Home Assistant's discovery configs, by topic: the camera's motion sensor and each zone's."""
+        """Home Assistant's discovery configs, by topic: the camera's motion sensor, each zone's, and
+        the snapshots' camera."""
         cfg, camera = self.cfg, self.camera
         device = {
             "identifiers": [f"kdrsdl_{camera}"],
@@ -200,4 +236,14 @@ class MqttPublisher:
                 "payload_not_available": "offline",
                 "device": device,
             }
+        topic = f"{cfg.discovery_prefix}/camera/kdrsdl_{camera}/snapshot/config".replace(".", "_")
+        out[topic] = {
+            "name": "Snapshot",
+            "unique_id": f"kdrsdl_{camera}_snapshot",
+            "topic": self.snapshot_topic,
+            "availability_topic": self.available,
+            "payload_available": "online",
+            "payload_not_available": "offline",
+            "device": device,
+        }
         return out

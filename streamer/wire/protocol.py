@@ -2,21 +2,23 @@
 
 A message is three frames: ``[topic, header, payload]``.
 
-- topic: ``frame/<camera>/``, ``mask/<camera>/``, ``event/<camera>/`` or ``end/<camera>/`` (the
-  trailing slash stops a subscription to ``mask/cam1`` matching ``cam10``).
+- topic: ``frame/<camera>/``, ``mask/<camera>/``, ``event/<camera>/``, ``snapshot/<camera>/`` or
+  ``end/<camera>/`` (the trailing slash stops a subscription to ``mask/cam1`` matching ``cam10``).
 - header: a UTF-8 JSON object: ``v`` (protocol version), ``camera``, ``epoch``
   (random id of the sender's start), ``seq`` (per-camera counter from that epoch),
   ``t_capture_ns`` (wall clock at capture, ns since the Unix epoch), ``shape``
   ``[h, w]``, ``dtype`` ("uint8"), ``encoding`` ("raw"; masks may be "png"). Masks add ``frame_seq``,
   ``fg_ratio``, ``latency_s``, ``solver`` facts and ``regions``. Events carry ``event`` ("start",
   "end" or "light_change"), ``zone`` and the event's facts (:mod:`streamer.motion.events`), and
-  ``encoding`` "none". A frame may say ``live`` (false for a file: the receiver must not drop it)
-  and ``t_read_ns`` (wall clock of the read, when ``t_capture_ns`` is the video's own time).
+  ``encoding`` "none". A snapshot (a picture of an event, :mod:`streamer.motion.snapshots`) has
+  ``encoding`` "jpeg", ``shape`` the picture's ``[h, w]`` and the event's facts. A frame may say
+  ``live`` (false for a file: the receiver must not drop it) and ``t_read_ns`` (wall clock of
+  the read, when ``t_capture_ns`` is the video's own time).
   The end of a stream (capture -> worker, on the frames socket) carries ``reason``
   (:data:`END_REASONS`), ``frames`` (frames the capture read in its epoch) and ``seq`` = the
   number of frames it sent, so that frames lost just before it are counted; ``encoding`` "none".
 - payload: the C-contiguous pixels (empty for an event); for a mask with ``encoding`` "png", a
-  1-bit (bilevel) PNG of the mask, which decodes to 0 / 255.
+  1-bit (bilevel) PNG of the mask, which decodes to 0 / 255; for a snapshot, a colour JPEG.
 """
 
 import json
@@ -37,7 +39,7 @@ MAX_SIDE = 8192
 MAX_HEADER_BYTES = 16384
 CAMERA_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 DTYPES = {"uint8": np.uint8}
-KINDS = ("frame", "mask", "event", "end")
+KINDS = ("frame", "mask", "event", "snapshot", "end")
 #: What an event message announces (``event`` in its header): a zone's motion starts or ends, the
 #: model absorbed a change of light, or the capture's stream ended (every open event ended first).
 EVENT_KINDS = ("start", "end", "light_change", "end_of_stream")
@@ -47,7 +49,10 @@ END_REASONS = ("end_of_file", "max_frames")
 #: Payload encodings of frames and of masks. A mask as a 1-bit PNG: at 1280 x 720, 2 KB instead of
 #: 900 KB, encoded in 0.5 ms and decoded in 0.5 ms (OpenCV, one thread; docs/results.md,
 #: "Cameras per core"), for subscribers on another host.
-ENCODINGS = {"frame": ("raw",), "mask": ("raw", "png")}
+ENCODINGS = {"frame": ("raw",), "mask": ("raw", "png"), "snapshot": ("jpeg",)}
+#: Why a snapshot was taken (``trigger`` in its header): an event's start, or its peak (the frame
+#: of its largest fraction, sent when the event ends and the peak is known).
+SNAPSHOT_TRIGGERS = ("start", "peak")
 PNG_PARAMS = [cv2.IMWRITE_PNG_BILEVEL, 1, cv2.IMWRITE_PNG_COMPRESSION, 1]
 #: The first bytes of a PNG: its signature and the IHDR chunk's length and type.
 PNG_HEAD = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
@@ -92,11 +97,12 @@ class Message:
     Attributes
     ----------
     kind : str
-        "frame", "mask", or "end" (a capture's end of stream, in a worker's backlog).
+        "frame", "mask", "snapshot", or "end" (a capture's end of stream, in a worker's backlog).
     header : dict
         The JSON header, validated.
-    image : ndarray, shape (h, w), uint8
-        Pixels (a frame, or a 0/255 mask); empty, shape (0, 0), for an end of stream.
+    image : ndarray, shape (h, w) or (h, w, 3), uint8
+        Pixels (a frame, or a 0/255 mask; a snapshot's BGR picture, (h, w, 3)); empty, shape
+        (0, 0), for an end of stream.
     """
 
     kind: str
@@ -207,6 +213,41 @@ def encode_event(camera: str, epoch: str, seq: int, t_capture_ns: int, event: st
         **fields,
     }
     return [topic("event", camera), json.dumps(header, separators=(",", ":")).encode(), b""]
+
+
+def encode_snapshot(
+    camera: str, epoch: str, seq: int, t_capture_ns: int, jpeg: bytes, shape: Sequence[int], **fields: Any
+) -> list[bytes]:
+    """Build the three parts of a snapshot message on ``snapshot/<camera>/``.
+
+    Parameters
+    ----------
+    camera, epoch : str
+    seq : int
+        The snapshot counter (>= 0) within the worker's epoch.
+    t_capture_ns : int
+        Capture time of the pictured frame, ns since the Unix epoch.
+    jpeg : bytes
+        The picture: a colour JPEG of ``shape``.
+    shape : (int, int)
+        The picture's ``[h, w]``, pixels.
+    **fields
+        The snapshot's facts (``trigger``, ``event_seq``, ``zone``, ...;
+        :func:`streamer.wire.messages.snapshot_fields`).
+
+    Returns
+    -------
+    list of bytes
+        ``[b"snapshot/<camera>/", header, jpeg]``.
+    """
+    header = {
+        **_common(camera, epoch, seq, t_capture_ns),
+        "shape": [int(shape[0]), int(shape[1])],
+        "dtype": "uint8",
+        "encoding": "jpeg",
+        **fields,
+    }
+    return [topic("snapshot", camera), json.dumps(header, separators=(",", ":")).encode(), jpeg]
 
 
 def encode_end(camera: str, epoch: str, seq: int, t_capture_ns: int, reason: str, frames: int) -> list[bytes]:
@@ -352,7 +393,7 @@ def decode(parts: Sequence[Any], kind: str, max_side: int = MAX_SIDE) -> Message
     ----------
     parts : list of bytes or zmq.Frame
         The received parts.
-    kind : {"frame", "mask"}
+    kind : {"frame", "mask", "snapshot"}
         What this socket expects.
     max_side : int
         Largest accepted height or width, pixels.
@@ -370,8 +411,10 @@ def decode(parts: Sequence[Any], kind: str, max_side: int = MAX_SIDE) -> Message
         (not 2 positive sides within ``max_side``; or a ``source_shape``, the size a frame was
         reduced from, that is not such a pair at least as large as ``shape``), ``dtype``,
         ``encoding`` (not one of ``ENCODINGS[kind]``, or a PNG that does not decode), ``size``
-        (a raw payload's length is not h * w * itemsize; a PNG whose own size is not ``shape``,
-        checked in its header before it is decoded, or longer than the raw pixels).
+        (a raw payload's length is not h * w * itemsize; a PNG or JPEG whose own size is not
+        ``shape``, checked in its header before it is decoded, or longer than the raw pixels).
+
+    A snapshot's image is the JPEG decoded in colour: shape (h, w, 3), BGR.
     """
     header, payload = _envelope(parts, kind)
     shape = header["shape"]
@@ -391,6 +434,8 @@ def decode(parts: Sequence[Any], kind: str, max_side: int = MAX_SIDE) -> Message
     expected = shape[0] * shape[1] * np.dtype(dtype).itemsize
     if header["encoding"] == "png":
         return Message(kind=kind, header=header, image=_decode_png(payload, shape, expected))
+    if header["encoding"] == "jpeg":
+        return Message(kind=kind, header=header, image=_decode_jpeg(payload, shape, 3 * expected))
     if len(payload) != expected:
         raise ProtocolError("size", f"payload of {len(payload)} bytes, shape {shape} needs {expected}")
     image = np.frombuffer(payload, dtype=dtype).reshape(shape)
@@ -410,6 +455,52 @@ def _decode_png(payload: Any, shape: list[int], raw_bytes: int) -> np.ndarray:
     image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_GRAYSCALE)
     if image is None or list(image.shape) != shape:
         raise ProtocolError("encoding", "PNG payload does not decode")
+    return image
+
+
+#: JPEG markers that start a frame (SOF0-SOF15 less DHT, JPG and DAC): they hold its size.
+_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+
+
+def jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """A JPEG's ``(h, w)`` read from its frame header (ITU T.81, B.2), without decoding it; None
+    if ``data`` is not a JPEG or has no frame header before its scan."""
+    if not data.startswith(b"\xff\xd8"):
+        return None
+    i = 2
+    while i + 4 <= len(data):
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # a fill byte
+            i += 1
+            continue
+        if marker == 0x01 or 0xD0 <= marker <= 0xD7:  # markers without a length
+            i += 2
+            continue
+        if marker in (0xD9, 0xDA):  # the end, or the scan, before any frame header
+            return None
+        if marker in _SOF:
+            if i + 9 > len(data):
+                return None
+            return int.from_bytes(data[i + 5 : i + 7], "big"), int.from_bytes(data[i + 7 : i + 9], "big")
+        i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
+    return None
+
+
+def _decode_jpeg(payload: Any, shape: list[int], raw_bytes: int) -> np.ndarray:
+    """A snapshot's JPEG decoded to (h, w, 3) uint8 BGR, its size checked against ``shape`` first."""
+    data = bytes(payload)
+    if len(data) > raw_bytes + 65536:
+        raise ProtocolError("size", f"JPEG of {len(data)} bytes, more than the {raw_bytes} of its raw pixels")
+    size = jpeg_size(data)
+    if size is None:
+        raise ProtocolError("encoding", "payload is not a JPEG")
+    if list(size) != shape:
+        raise ProtocolError("size", f"JPEG of {size[1]} x {size[0]} pixels, header shape {shape}")
+    image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    if image is None or list(image.shape[:2]) != shape:
+        raise ProtocolError("encoding", "JPEG payload does not decode")
     return image
 
 

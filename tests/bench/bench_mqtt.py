@@ -1,4 +1,4 @@
-"""What MQTT costs the worker's frame path (issue 48), in this process, beside MOG2's ``apply``.
+"""What MQTT and event snapshots cost the worker's frame path (issue 48), beside MOG2's ``apply``.
 
 Run: ``python tests/bench/bench_mqtt.py [--frames N]`` (needs Debian's ``mosquitto``).
 
@@ -9,6 +9,10 @@ a frame's events with none in progress; an event's start and end (the JSON on ``
 and the ON/OFF states) with a real Mosquitto up; the same with the broker down (the events kept
 for it). Beside them, OpenCV MOG2's ``apply`` on 320 x 240 frames of the synthetic scene in the
 same run, the per-frame path this is added to.
+
+Snapshots (:mod:`streamer.motion.snapshots`): a frame with no event in progress (the frame noted,
+no zone's peak to keep), an event's start (its picture drawn and encoded as JPEG) at 320 x 240 and
+1280 x 720, and its JPEG handed to MQTT.
 """
 
 import argparse
@@ -28,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from core.evaluation.scene import SyntheticScene  # noqa: E402
 from streamer.config import MqttConfig  # noqa: E402
 from streamer.motion.events import Event  # noqa: E402
+from streamer.motion.snapshots import Frame, SnapshotTaker  # noqa: E402
 from streamer.ops.metrics import WorkerMetrics  # noqa: E402
 from streamer.wire.messages import event_fields  # noqa: E402
 from streamer.wire.mqtt import MqttPublisher  # noqa: E402
@@ -64,13 +69,24 @@ def main() -> None:
     end = Event("end", "frame", 10**18, {"frame_epoch": "e", "first_seq": 0, "last_seq": 9, "duration_s": 0.3,
                                           "peak": 0.2, "box": [1, 2, 3, 4], "reason": "quiet"})  # fmt: skip
     headers = [encode_event("cam1", "w", i, 10**18, e.event, **event_fields(e))[1] for i, e in enumerate((start, end))]
+    rows = {}
+    taker = SnapshotTaker(85)
+    frame = Frame(frames[0], (240, 320), "e", 0, 10**18)
+    rows["snapshots: a frame with no event"] = best_us(
+        lambda: taker.observe(Frame(frames[0], (240, 320), "e", 0, 10**18), {}), args.frames
+    )
+    rows["snapshots: an event's start, 320 x 240"] = best_us(lambda: taker.take([start], frame), 50)
+    hd = cv2.resize(frames[0], (1280, 720))
+    rows["snapshots: an event's start, 1280 x 720"] = best_us(
+        lambda: taker.take([start], Frame(hd, (720, 1280), "e", 0, 10**18)), 20
+    )
+    jpeg = taker.take([start], frame)[0][1].jpeg
     with tempfile.TemporaryDirectory() as tmp:
         port = 18830 + int(time.time()) % 1000
         conf = pathlib.Path(tmp) / "m.conf"
         conf.write_text(f"user root\nlistener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
         broker = subprocess.Popen([mosquitto, "-c", str(conf)], stderr=subprocess.DEVNULL)
         time.sleep(0.5)
-        rows = {}
         try:
             for name, cam_port in (("broker up", port), ("broker down", port + 1)):
                 cfg = MqttConfig(host="127.0.0.1", port=cam_port, queue=100)
@@ -81,6 +97,7 @@ def main() -> None:
                 rows[f"an event's start and end ({name})"] = best_us(  # 20 x 6 messages: within the queue
                     lambda p=pub: p.events([start, end], headers), 20
                 )
+                rows[f"a snapshot's JPEG to MQTT ({name})"] = best_us(lambda p=pub: p.snapshot(jpeg), 20)
                 time.sleep(1.0)  # the acknowledgements
                 pub.stop()
         finally:
@@ -92,5 +109,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    np.random.seed(0)
     main()

@@ -2,7 +2,7 @@
 
 The committed JSON Schemas (docs/schema/) are the ones the models generate; every header of a
 real capture (frames, the end of its stream) and a real worker (masks raw and PNG, every kind of
-event) validates against them with an independent validator (jsonschema) and parses into its
+event, the events' snapshots) validates against them with an independent validator (jsonschema) and parses into its
 typed structure; a header with a field missing, unknown or of another type does not.
 """
 
@@ -72,7 +72,7 @@ def headers(tmp_path_factory):
         frames, masks = f"ipc://{tmp}/{encoding}-f", f"ipc://{tmp}/{encoding}-m"
         worker = start_worker(frames, masks, free_port(), "--config", config)
         sub = zmq.Context.instance().socket(zmq.SUB)
-        for kind in ("mask", "event"):
+        for kind in ("mask", "event", "snapshot"):
             sub.setsockopt(zmq.SUBSCRIBE, f"{kind}/cam1/".encode())
         sub.connect(masks)
         wait_for(lambda e=encoding: os.path.exists(f"{tmp}/{e}-m"), 30, "the worker's sockets")
@@ -120,6 +120,9 @@ def test_every_live_header_follows_the_contract(headers):
         seen.add((kind, header.get("event"), header.get("encoding")))
     # every kind of message and of event was seen, and both mask encodings
     assert {("frame", None, "raw"), ("end", None, "none"), ("mask", None, "raw"), ("mask", None, "png")} <= seen
+    assert ("snapshot", None, "jpeg") in seen
+    triggers = {h["trigger"] for k, h in headers if k == "snapshot"}
+    assert triggers == {"start", "peak"}
     assert {e for k, e, _ in seen if k == "event"} == {"start", "end", "light_change", "end_of_stream"}
     frames = [h for k, h in headers if k == "frame"]
     assert len(frames) == N_FRAMES and frames[0]["shape"] == [120, 160] and frames[0]["live"] is False

@@ -15,10 +15,12 @@ import subprocess
 import threading
 import time
 
+import cv2
+import numpy as np
 import paho.mqtt.client as paho
 import pytest
 from helpers import free_port, kdrsdl, wait_for
-from test_events import CONFIG, ENTER, QUIET, SPEED, Run, W
+from test_events import CONFIG, DOOR, ENTER, QUIET, ROW, SIDE, SPEED, Run, W
 
 MOSQUITTO = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else None)
 pytestmark = pytest.mark.skipif(
@@ -98,9 +100,14 @@ class Listener:
 
     def _on_message(self, client, userdata, msg):
         with self.lock:
-            self.messages.append((msg.topic, msg.payload.decode(), msg.retain))
+            self.messages.append((msg.topic, msg.payload, msg.retain))
 
     def on(self, topic):
+        """The payloads on ``topic`` as text."""
+        return [p.decode() for p in self.raw(topic)]
+
+    def raw(self, topic):
+        """The payloads on ``topic`` as bytes (a snapshot's JPEG)."""
         with self.lock:
             return [p for t, p, _ in self.messages if t == topic]
 
@@ -130,6 +137,8 @@ def test_motion_events_discovery_and_availability_reach_mqtt(tmp_path, monkeypat
         assert camera["availability_topic"] == "kdrsdl/cam1/available"
         assert camera["device"]["identifiers"] == door["device"]["identifiers"] == ["kdrsdl_cam1"]
         assert camera["unique_id"] != door["unique_id"]
+        picture = configs["homeassistant/camera/kdrsdl_cam1/snapshot/config"]  # Home Assistant's MQTT camera
+        assert picture["topic"] == "kdrsdl/cam1/snapshot" and picture["device"] == camera["device"]
         for t in range(ENTER + W // SPEED + QUIET + 2):  # the square crosses the door, then quiet
             run.send(t)
         wait_for(lambda: len(listener.on("kdrsdl/events")) >= 2, 10, "the start and end events")
@@ -139,6 +148,16 @@ def test_motion_events_discovery_and_availability_reach_mqtt(tmp_path, monkeypat
         # ON then OFF, on the camera's topic and the zone's (the first OFF: the state at connection)
         assert listener.on("kdrsdl/cam1/motion") == ["OFF", "ON", "OFF"]
         assert listener.on("kdrsdl/cam1/door/motion") == ["OFF", "ON", "OFF"]
+        # the snapshots, the start's then the peak's: JPEGs of the frame with the door's box drawn
+        # around the square (test_snapshots checks the pictures themselves)
+        wait_for(lambda: len(listener.raw("kdrsdl/cam1/snapshot")) >= 2, 10, "the two snapshots")
+        for jpeg, event in zip(listener.raw("kdrsdl/cam1/snapshot"), events, strict=True):
+            image = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+            x, y, w, h = event["box"] if event["event"] == "start" else (DOOR[0][0], ROW, SIDE, SIDE)
+            assert image.shape == (120, W, 3)
+            assert image[y + h // 2, x + w // 2].min() > 240  # the white square inside the box
+            b, g, r = (int(v) for v in image[y, x + w // 2])  # the box's top edge, drawn red
+            assert r - max(g, b) > 80, (b, g, r)
         # the worker dies: the broker publishes its last will
         run.proc.send_signal(signal.SIGKILL)
         run.proc.wait(10)
@@ -194,13 +213,16 @@ def test_a_broken_mqtt_table_is_a_configuration_error(tmp_path, table, says):
 
 #: [mqtt] queue in the restart test: the events kept while the broker is away.
 QUEUE = 1
+#: What the restart test's worker drops while the broker is away: its 2 events less the QUEUE kept,
+#: and the start's snapshot, replaced by the peak's (the latest snapshot is kept).
+DROPPED_AWAY = 2 - QUEUE + 1
 
 
 def test_a_broker_killed_and_restarted_gets_the_current_state_and_the_count_is_exact(tmp_path, monkeypatch):
     """The broker dies mid-run (SIGKILL) and comes back on its port: the masks never stop; while it
-    is away the door's event starts and ends (2 events, a queue of 1: the older dropped, counted);
-    back, it gets the current state (OFF), the kept event, and every message handed to the client
-    is acknowledged or counted as dropped."""
+    is away the door's event starts and ends (2 events, a queue of 1: the older dropped, counted;
+    2 snapshots, the latest kept); back, it gets the current state (OFF), the kept event and
+    snapshot, and every message handed to the client is acknowledged or counted as dropped."""
     from helpers import metric, scrape
 
     monkeypatch.setenv("MQTT_PASSWORD", PASSWORD)
@@ -215,7 +237,7 @@ def test_a_broker_killed_and_restarted_gets_the_current_state_and_the_count_is_e
         for t in range(ENTER + W // SPEED + QUIET + 2):  # the whole crossing while the broker is away
             run.send(t)
         during = scrape(run.port)
-        assert metric(during, "kdrsdl_mqtt_messages_dropped_total", camera="cam1") == 2 - QUEUE
+        assert metric(during, "kdrsdl_mqtt_messages_dropped_total", camera="cam1") == DROPPED_AWAY
         assert metric(during, "kdrsdl_mqtt_messages_total", camera="cam1") == metric(
             before, "kdrsdl_mqtt_messages_total", camera="cam1"
         )  # nothing handed to paho while away
@@ -225,12 +247,14 @@ def test_a_broker_killed_and_restarted_gets_the_current_state_and_the_count_is_e
         assert [json.loads(p)["event"] for p in listener.on("kdrsdl/events")] == ["end"]  # the newest kept
         wait_for(lambda: listener.on("kdrsdl/cam1/motion"), 10, "the state")
         assert listener.on("kdrsdl/cam1/motion")[-1] == "OFF" and listener.on("kdrsdl/cam1/door/motion")[-1] == "OFF"
+        wait_for(lambda: listener.raw("kdrsdl/cam1/snapshot"), 10, "the kept snapshot")
+        assert len(listener.raw("kdrsdl/cam1/snapshot")) == 1  # the peak's
 
         def settled():
             m = scrape(run.port)
             handed = metric(m, "kdrsdl_mqtt_messages_total", camera="cam1")
             done = metric(m, "kdrsdl_mqtt_messages_published_total", camera="cam1")
-            dropped_by_paho = metric(m, "kdrsdl_mqtt_messages_dropped_total", camera="cam1") - (2 - QUEUE)
+            dropped_by_paho = metric(m, "kdrsdl_mqtt_messages_dropped_total", camera="cam1") - DROPPED_AWAY
             return handed == done + dropped_by_paho and dropped_by_paho == 0
 
         wait_for(settled, 20, "every message handed over acknowledged")

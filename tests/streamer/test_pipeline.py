@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import cv2
 import numpy as np
 import pytest
 import zmq
@@ -311,6 +312,10 @@ def test_run_command_first_look(tmp_path):
     assert (run_dir / "contact_sheet.png").exists() and len(list(run_dir.glob("mask_*.png"))) == summary["masks"]
     # and it says where they went
     assert f"{summary['masks']} masks in {run_dir}/" in proc.stderr and f"{run_dir}/contact_sheet.png" in proc.stderr
+    # the events' snapshots beside them: the moving objects start events, each a JPEG of the frame
+    pictures = sorted((run_dir / "snapshots").glob("default-*.jpg"))
+    assert pictures and f"{len(pictures)} event snapshots in {run_dir}/snapshots/" in proc.stderr
+    assert cv2.imread(str(pictures[0])).shape == (120, 160, 3)
 
 
 def test_restarted_subscriber_misses_only_what_it_was_away_for(worker):
