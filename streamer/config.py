@@ -154,6 +154,18 @@ def flag_name(key: str, flag: Flag) -> str:
     return flag.name or "--" + key.rpartition(".")[2].replace("_", "-")
 
 
+def metrics_port(command: str) -> Any:
+    """The ``metrics_port`` setting of the process ``command`` runs (capture, worker, broker)."""
+    return setting(
+        0, "Prometheus /metrics and /healthz TCP port; 0 = off", Flag((command,), metavar="P"), ge=0, le=65535
+    )
+
+
+def metrics_address(command: str) -> Any:
+    """The ``metrics_address`` setting of the process ``command`` runs."""
+    return setting("127.0.0.1", "address the metrics port listens on", Flag((command,), metavar="ADDR"))
+
+
 _CURVE_KEY = "CURVE: this process's NAME.key_secret file (kdrsdl keygen); with curve_server_key; unset = no CURVE"
 
 
@@ -187,12 +199,8 @@ class CaptureConfig(_CurveClient):
         "ZeroMQ endpoint the worker binds, connected to",
         Flag(("capture",), metavar="EP"),
     )
-    metrics_port: int = setting(
-        0, "Prometheus /metrics and /healthz TCP port; 0 = off", Flag(("capture",), metavar="P"), ge=0, le=65535
-    )
-    metrics_address: str = setting(
-        "127.0.0.1", "address the metrics port listens on", Flag(("capture",), metavar="ADDR")
-    )
+    metrics_port: int = metrics_port("capture")
+    metrics_address: str = metrics_address("capture")
     fps: Optional[float] = setting(
         None,
         "frames per second sent, at most; unset = the source's own rate (a file's frame rate, "
@@ -288,12 +296,8 @@ class WorkerConfig(_Strict):
         "ZeroMQ endpoint to bind for masks and events, PUB",
         Flag(("worker",), metavar="EP"),
     )
-    metrics_port: int = setting(
-        0, "Prometheus /metrics and /healthz TCP port; 0 = off", Flag(("worker",), metavar="P"), ge=0, le=65535
-    )
-    metrics_address: str = setting(
-        "127.0.0.1", "address the metrics port listens on", Flag(("worker",), metavar="ADDR")
-    )
+    metrics_port: int = metrics_port("worker")
+    metrics_address: str = metrics_address("worker")
     rcvhwm: int = setting(4, "frames ZeroMQ queues on the worker's side", ge=1, le=10000)
     backlog: int = setting(2, "frames kept waiting; older ones are dropped (counted) under overload", ge=1, le=1000)
     max_side: int = setting(4096, "largest accepted frame side, pixels", ge=16, le=8192)
@@ -500,12 +504,39 @@ class BrokerConfig(_Strict):
         ge=1,
         le=1_000_000,
     )
-    metrics_port: int = setting(
-        0, "Prometheus /metrics and /healthz TCP port; 0 = off", Flag(("broker",), metavar="P"), ge=0, le=65535
+    metrics_port: int = metrics_port("broker")
+    metrics_address: str = metrics_address("broker")
+    curve_secret_key: Optional[str] = setting(
+        None,
+        "CURVE: the broker's NAME.key_secret file (kdrsdl keygen), its client key toward the workers and its "
+        "server key toward the subscribers; with curve_server_key, curve_authorized_keys or both; unset = no CURVE",
+        Flag(("broker",), metavar="FILE"),
     )
-    metrics_address: str = setting(
-        "127.0.0.1", "address the metrics port listens on", Flag(("broker",), metavar="ADDR")
+    curve_server_key: Optional[str] = setting(
+        None,
+        "CURVE toward the workers: their public NAME.key file (the pair of their curve_secret_key; the "
+        "workers' curve_authorized_keys must hold the broker's); unset = the workers without CURVE",
+        Flag(("broker",), metavar="FILE"),
     )
+    curve_authorized_keys: Optional[str] = setting(
+        None,
+        "CURVE toward the subscribers: directory of the public NAME.key files of those allowed in; unset = "
+        "any subscriber, unencrypted",
+        Flag(("broker",), metavar="DIR"),
+    )
+
+    @model_validator(mode="after")
+    def _curve(self) -> "BrokerConfig":
+        sides = self.curve_server_key is not None or self.curve_authorized_keys is not None
+        if sides != (self.curve_secret_key is not None):
+            raise ValueError("curve_secret_key goes with curve_server_key, curve_authorized_keys or both")
+        if self.curve_secret_key is not None:
+            read_key(self.curve_secret_key, secret=True)
+        if self.curve_server_key is not None:
+            read_key(self.curve_server_key, secret=False)
+        if self.curve_authorized_keys is not None:
+            check_key_dir(self.curve_authorized_keys)
+        return self
 
 
 class MqttConfig(_Strict):

@@ -314,6 +314,11 @@ class BrokerMetrics(_ProcessMetrics):
             registry=self.registry,
         )
         self.subscribed = {c: self.subscriptions.labels(c) for c in ("subscribe", "unsubscribe")}
+        self.handshakes_failed = self.counter(
+            "kdrsdl_broker_handshakes_failed_total",
+            "CURVE handshakes refused, by side (workers: the broker as their client; subscribers)",
+            ["socket"],
+        )
 
 
 def start_http(app: Callable[..., Iterable[bytes]], addr: str, port: int, name: str) -> WSGIServer:

@@ -14,6 +14,12 @@ A copy of every message goes to an in-process socket (the proxy's capture) that 
 camera and kind for Prometheus (:class:`streamer.ops.metrics.BrokerMetrics`); that socket drops
 rather than waits, so counting never slows the proxy. SIGTERM stops the proxy through its control
 socket.
+
+CURVE (``[broker] curve_*``, docs/operations.md): toward the workers the broker is a CURVE client
+with its own key pair and the workers' public key (each worker's ``curve_authorized_keys`` holds
+the broker's public key); toward the subscribers it is a CURVE server with the same pair, admitting
+the public keys in its own ``curve_authorized_keys``. Either side may stay plain. A refused
+handshake on either side is logged and counted (``kdrsdl_broker_handshakes_failed_total{socket}``).
 """
 
 from __future__ import annotations
@@ -26,10 +32,16 @@ import zmq
 
 from streamer.config import Config
 from streamer.ops.metrics import BrokerMetrics
+from streamer.wire import security
 from streamer.wire.protocol import kind_of
 
 _CAPTURE = "inproc://kdrsdl-broker-capture"
 _CONTROL = "inproc://kdrsdl-broker-control"
+#: The in-process endpoints of the two sides' handshake monitors (CURVE only), by socket name.
+_MONITORS = {
+    "workers": "inproc://kdrsdl-broker-monitor-workers",
+    "subscribers": "inproc://kdrsdl-broker-monitor-subscribers",
+}
 
 
 def run_broker(
@@ -65,28 +77,45 @@ def run_broker(
     ctx: zmq.Context = zmq.Context.instance()
     m = BrokerMetrics(cfg.camera)
     m.serve(b.metrics_port, b.metrics_address)
+    auth = security.start_authenticator(ctx, b.curve_authorized_keys) if b.curve_authorized_keys else None
     proxy = _Proxy(ctx, cfg)
     proxy.start()
     if not proxy.ready.wait(30) or proxy.error is not None:
         stop.set()
         proxy.join(5)
+        if auth is not None:
+            auth.stop()
         raise proxy.error or RuntimeError("the broker's proxy did not start within 30 s")
     counter = threading.Thread(target=_count, args=(ctx, m, stop), name="count", daemon=True)
     counter.start()
-    log.info("%d worker(s) -> %s", len(b.workers), b.endpoint)
+    monitors = {}
+    for name in proxy.monitored:
+        monitors[name] = ctx.socket(zmq.PAIR)
+        monitors[name].connect(_MONITORS[name])
+        m.handshakes_failed.labels(cfg.camera, name)  # the series exists at 0
+    curve = ", ".join(f"CURVE toward the {n}" for n in proxy.monitored)
+    log.info("%d worker(s) -> %s%s", len(b.workers), b.endpoint, f" ({curve})" if curve else "")
     if notify:
         notify("READY=1")
     while not stop.wait(1.0) and proxy.is_alive():
+        for name, mon in monitors.items():
+            for event in security.failed_handshakes(mon):
+                m.handshakes_failed.labels(cfg.camera, name).inc()
+                log.warning("%s side: refused a peer (%s)", name, event)
         m.beat()
         if notify:
             notify("WATCHDOG=1")
     stop.set()
+    for mon in monitors.values():
+        mon.close(linger=0)
     control = ctx.socket(zmq.PAIR)
     control.connect(_CONTROL)
     control.send(b"TERMINATE")
     proxy.join(5)
     control.close(linger=0)
     counter.join(2)
+    if auth is not None:
+        auth.stop()
     if proxy.error is not None:
         raise proxy.error
     return 0
@@ -101,6 +130,10 @@ class _Proxy(threading.Thread):
         self.ctx, self.b = ctx, cfg.broker
         self.ready = threading.Event()
         self.error: Exception | None = None
+        #: The sides with CURVE, whose handshakes are monitored ("workers", "subscribers").
+        self.monitored = [
+            n for n, on in (("workers", self.b.curve_server_key), ("subscribers", self.b.curve_authorized_keys)) if on
+        ]
 
     def run(self) -> None:
         b, ctx = self.b, self.ctx
@@ -114,6 +147,14 @@ class _Proxy(threading.Thread):
                 sock.setsockopt(zmq.LINGER, 0)
             xpub.setsockopt(zmq.SNDHWM, b.sndhwm)
             xsub.setsockopt(zmq.RCVHWM, b.sndhwm)
+            if b.curve_server_key:  # (the configuration checked that the secret key goes with it)
+                security.make_client(xsub, b.curve_secret_key or "", b.curve_server_key)
+            if b.curve_authorized_keys:
+                security.make_server(xpub, b.curve_secret_key or "")
+            mask = sum(security.FAILED_HANDSHAKE_EVENTS)
+            for name, sock in (("workers", xsub), ("subscribers", xpub)):
+                if name in self.monitored:
+                    sock.monitor(_MONITORS[name], mask)
             xpub.bind(b.endpoint)
             for endpoint in b.workers:
                 xsub.connect(endpoint)

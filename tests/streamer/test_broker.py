@@ -6,6 +6,7 @@ subscriber that never reads. The client's own bookkeeping (gaps, restarts, rejec
 against a real PUB socket that sends it encoded messages with a gap, a new epoch and a broken one.
 """
 
+import shutil
 import time
 
 import numpy as np
@@ -14,6 +15,7 @@ from helpers import free_port, kdrsdl, metric, scrape, start_capture, start_work
 
 from streamer.client import Event, Mask, Subscriber
 from streamer.wire.protocol import encode, encode_event, new_epoch
+from streamer.wire.security import create_keys
 
 CAMERAS = ("c0", "c1", "c2")
 FRAMES = 150
@@ -162,3 +164,74 @@ def test_a_malformed_worker_endpoint_is_a_configuration_error():
     proc = kdrsdl("broker", "--worker", "nonsense://x", "--endpoint", tcp())
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 78 and "configuration error" in err.decode(), (proc.returncode, err[-1000:])
+
+
+def test_curve_on_both_sides_of_the_broker(tmp_path):
+    """A worker with CURVE that admits its capture and the broker; the broker a CURVE client of it
+    and a CURVE server to its subscribers, admitting one: that one gets the masks through the
+    broker, a subscriber with no keys and one with a key not admitted get none, each refusal
+    counted on the broker's subscriber side."""
+    keys, worker_allowed, broker_allowed = tmp_path / "keys", tmp_path / "worker-allowed", tmp_path / "broker-allowed"
+    worker_allowed.mkdir()
+    broker_allowed.mkdir()
+    paths = {n: create_keys(keys, n) for n in ("worker", "capture", "broker", "client", "intruder")}
+    for name in ("capture", "broker"):
+        shutil.copy(paths[name][0], worker_allowed)
+    shutil.copy(paths["client"][0], broker_allowed)
+    public = {n: str(p[0]) for n, p in paths.items()}
+    secret = {n: str(p[1]) for n, p in paths.items()}
+    frames, masks, port = tcp(), tcp(), free_port()
+    worker = start_worker(
+        frames, masks, port, "--curve-secret-key", secret["worker"], "--curve-authorized-keys", worker_allowed
+    )
+    endpoint, broker_port = tcp(), free_port()
+    broker = kdrsdl(
+        "broker", "--endpoint", endpoint, "--metrics-port", broker_port, "--worker", masks,
+        "--curve-secret-key", secret["broker"], "--curve-server-key", public["worker"],
+        "--curve-authorized-keys", broker_allowed,
+    )  # fmt: skip
+    cap = None
+    subs = {}
+    try:
+        wait_for_line(broker, "CURVE toward the workers, CURVE toward the subscribers", 30)
+        wait_for(lambda: scrape(port), 60, "the worker's /metrics")
+        subs = {
+            "client": Subscriber(endpoint, curve_secret_key=secret["client"], curve_server_key=public["broker"]),
+            "plain": Subscriber(endpoint),
+            "intruder": Subscriber(endpoint, curve_secret_key=secret["intruder"], curve_server_key=public["broker"]),
+        }
+        time.sleep(1.0)  # the subscriptions reach the worker
+        cap = start_capture(
+            frames, "synthetic:160x120", "--fps", FPS, "--max-frames", 30,
+            "--curve-secret-key", secret["capture"], "--curve-server-key", public["worker"],
+        )  # fmt: skip
+        first = wait_for(lambda: subs["client"].recv(0.5), 60, "a mask through the broker, over CURVE")
+        assert first.kind == "mask" and first.camera == "cam1" and first.mask.shape == (120, 160)
+        time.sleep(2.0)
+        assert subs["plain"].recv(0.5) is None and subs["intruder"].recv(0.5) is None
+        assert subs["plain"].stats.masks == subs["intruder"].stats.masks == 0
+        b = scrape(broker_port)
+        assert metric(b, "kdrsdl_broker_messages_total", camera="cam1", kind="mask") >= 1
+        # both refused on the broker's subscriber side: no CURVE at all, and a key not admitted
+        wait_for(
+            lambda: metric(scrape(broker_port), "kdrsdl_broker_handshakes_failed_total", camera="default",
+                           socket="subscribers") >= 2,
+            10, "the refusals counted",
+        )  # fmt: skip
+        assert metric(b, "kdrsdl_broker_handshakes_failed_total", camera="default", socket="workers") == 0
+    finally:
+        for s in subs.values():
+            s.close()
+        if cap is not None:
+            stop(cap)
+        rc, _, err = stop(broker)
+        stop(worker)
+    assert rc == 0, err[-2000:]
+
+
+def test_a_curve_key_without_its_pair_is_a_configuration_error(tmp_path):
+    public, _ = create_keys(tmp_path, "worker")
+    proc = kdrsdl("broker", "--curve-server-key", public)
+    _, err = proc.communicate(timeout=60)
+    lines = err.decode().strip().splitlines()
+    assert proc.returncode == 78 and len(lines) == 1 and "curve_secret_key goes with" in lines[0], lines
