@@ -179,9 +179,12 @@ class WorkerMetrics(_ProcessMetrics):
     camera : str
     zones : sequence of str
         The zones of the motion events: the named zones, or ``["frame"]`` without any.
+    mqtt : bool
+        Whether the worker publishes on MQTT: the ``kdrsdl_mqtt_*`` series exist only then, so
+        that a worker without MQTT never looks disconnected from a broker it has none of.
     """
 
-    def __init__(self, camera: str, zones: Sequence[str] = ("frame",)) -> None:
+    def __init__(self, camera: str, zones: Sequence[str] = ("frame",), mqtt: bool = False) -> None:
         super().__init__(camera, "worker")
         c, counter, gauge, histogram = camera, self.counter, self.gauge, self.histogram
         self.received = counter("kdrsdl_worker_frames_received_total", "Valid frames received").labels(c)
@@ -272,20 +275,24 @@ class WorkerMetrics(_ProcessMetrics):
             "kdrsdl_snapshot_write_errors_total", "Snapshots that could not be written to [events] snapshot_dir"
         ).labels(c)
         self.viewers = gauge("kdrsdl_view_viewers", "Live view streams open now").labels(c)
-        # MQTT ([mqtt]; streamer.wire.mqtt)
-        self.mqtt_connected = gauge("kdrsdl_mqtt_connected", "1 while connected to the MQTT broker, else 0").labels(c)
-        self.mqtt_messages = counter(
-            "kdrsdl_mqtt_messages_total", "MQTT messages handed to the client (published + dropped + queued)"
-        ).labels(c)
-        self.mqtt_published = counter(
-            "kdrsdl_mqtt_messages_published_total", "MQTT messages the broker acknowledged"
-        ).labels(c)
-        self.mqtt_dropped = counter(
-            "kdrsdl_mqtt_messages_dropped_total", "MQTT messages not delivered: the queue was full"
-        ).labels(c)
-        self.mqtt_disconnects = counter(
-            "kdrsdl_mqtt_disconnects_total", "Connections to the MQTT broker lost (it reconnects)"
-        ).labels(c)
+        # MQTT ([mqtt]; streamer.wire.mqtt), only where it is configured
+        if mqtt:
+            self.mqtt_connected = gauge("kdrsdl_mqtt_connected", "1 while connected to the MQTT broker, else 0").labels(
+                c
+            )
+            self.mqtt_messages = counter(
+                "kdrsdl_mqtt_messages_total", "MQTT messages handed to the client (published + dropped + queued)"
+            ).labels(c)
+            self.mqtt_published = counter(
+                "kdrsdl_mqtt_messages_published_total", "MQTT messages the broker acknowledged"
+            ).labels(c)
+            self.mqtt_dropped = counter(
+                "kdrsdl_mqtt_messages_dropped_total",
+                "MQTT messages not delivered: the queue was full, or a newer snapshot replaced a kept one",
+            ).labels(c)
+            self.mqtt_disconnects = counter(
+                "kdrsdl_mqtt_disconnects_total", "Connections to the MQTT broker lost (it reconnects)"
+            ).labels(c)
 
     def progress(self) -> None:
         """The main loop made progress: the gauge, and the /healthz heartbeat."""

@@ -481,7 +481,7 @@ def run_worker(
     if not hold_freed_heap():  # before any thread of ours allocates (streamer.ops.memory)
         log.info("no glibc mallopt, or it refused a setting: a refit's freed heap is left to the allocator")
     log.info(limit_threads(cfg.worker.blas_threads, cfg.worker.opencv_threads))
-    m = WorkerMetrics(cfg.camera, [z.name for z in cfg.motion.zones] or [FRAME])
+    m = WorkerMetrics(cfg.camera, [z.name for z in cfg.motion.zones] or [FRAME], mqtt=cfg.mqtt.host is not None)
     m.serve(cfg.worker.metrics_port, cfg.worker.metrics_address)
     sockets = _Sockets(cfg.worker, log)
     t0 = time.perf_counter()

@@ -90,7 +90,7 @@ def main() -> None:
         try:
             for name, cam_port in (("broker up", port), ("broker down", port + 1)):
                 cfg = MqttConfig(host="127.0.0.1", port=cam_port, queue=100)
-                pub = MqttPublisher(cfg, f"bench{cam_port}", [], WorkerMetrics(f"bench{cam_port}"), log)
+                pub = MqttPublisher(cfg, f"bench{cam_port}", [], WorkerMetrics(f"bench{cam_port}", mqtt=True), log)
                 pub.start()
                 time.sleep(1.0)
                 rows[f"a frame with no event ({name})"] = best_us(lambda p=pub: p.events([], []), args.frames)

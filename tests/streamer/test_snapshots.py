@@ -102,6 +102,8 @@ def test_an_event_has_a_snapshot_at_its_start_and_at_its_peak(tmp_path, scale):
         gray = cv2.resize(frame(s.frame_seq)[0], (W * scale, 120 * scale), interpolation=cv2.INTER_LINEAR)
         assert abs(int(s.image[100 * scale, 20 * scale, 1]) - int(gray[100 * scale, 20 * scale])) <= GRAY_TOL
     assert metric(samples, "kdrsdl_snapshots_total", camera="cam1", trigger="start") == 1
+    # no [mqtt] table, no MQTT series: the worker never looks disconnected from a broker it has none of
+    assert not [name for name, _ in samples if name.startswith("kdrsdl_mqtt_")]
     # the directory keeps the newest one: the peak's, the very bytes that were published
     files = sorted(p.name for p in snap_dir.iterdir())
     assert len(files) == 1 and files[0].startswith("cam1-") and files[0].endswith("-door-peak.jpg"), files
