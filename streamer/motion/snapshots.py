@@ -67,32 +67,24 @@ class Snapshot:
     ----------
     trigger : {"start", "peak"}
     event : streamer.motion.events.Event
-        The event it goes with (the start, or the end that made the peak known).
-    jpeg : bytes
-        The picture, a colour JPEG.
-    shape : (int, int)
-        Its ``(h, w)``, the frame's input size, pixels.
-    zone : str
-    frame_epoch : str
-    frame_seq : int
-    t_capture_ns : int
-        The pictured frame's capture time, ns since the Unix epoch.
+        The event it goes with (the start, or the end that made the peak known); its ``zone`` is
+        the snapshot's.
+    frame : Frame
+        The pictured frame: its epoch, seq, capture time and input size (the picture's).
     fraction : float
         The zone's foreground fraction at that frame, in [0, 1].
     box : (int, int, int, int) or None
         ``(x, y, w, h)`` drawn, input pixels.
+    jpeg : bytes
+        The picture, a colour JPEG.
     """
 
     trigger: str
     event: Event
-    jpeg: bytes
-    shape: tuple[int, int]
-    zone: str
-    frame_epoch: str
-    frame_seq: int
-    t_capture_ns: int
+    frame: Frame
     fraction: float
     box: Optional[Box]
+    jpeg: bytes
 
 
 def picture(frame: Frame, box: Optional[Box], label: str, quality: int) -> bytes:
@@ -191,18 +183,15 @@ class SnapshotTaker:
 
     def _snapshot(self, trigger: str, event: Event, frame: Frame, fraction: float, box: Optional[Box]) -> Snapshot:
         label = f"{event.zone} {trigger} {_utc(frame.t_capture_ns)}"
-        return Snapshot(
-            trigger,
-            event,
-            picture(frame, box, label, self.quality),
-            frame.input_shape,
-            event.zone,
-            frame.epoch,
-            frame.seq,
-            frame.t_capture_ns,
-            fraction,
-            box,
-        )
+        return Snapshot(trigger, event, frame, fraction, box, picture(frame, box, label, self.quality))
+
+
+def snapshot_files(path: str, camera: str) -> list[str]:
+    """The names of ``camera``'s snapshot files in the directory ``path``, oldest first (their names
+    sort by time; :class:`SnapshotDir`). Only that camera's: ``cam1-`` alone would also match camera
+    ``cam1-x``'s."""
+    mine = re.compile(rf"^{re.escape(camera)}-\d{{8}}T\d{{6}}\.\d{{6}}Z-.*\.jpg$")
+    return sorted(n for n in os.listdir(path) if mine.match(n))
 
 
 class SnapshotDir:
@@ -229,8 +218,6 @@ class SnapshotDir:
     def __init__(self, path: str, camera: str, keep: int) -> None:
         os.makedirs(path, exist_ok=True)
         self.path, self.camera, self.keep = path, camera, int(keep)
-        # this camera's files only: "cam1-" alone would also take camera "cam1-x"'s
-        self._mine = re.compile(rf"^{re.escape(camera)}-\d{{8}}T\d{{6}}\.\d{{6}}Z-.*\.jpg$")
 
     def write(self, snapshot: Snapshot) -> str:
         """Write one snapshot, then remove the camera's oldest beyond ``keep``; the file's path.
@@ -242,13 +229,13 @@ class SnapshotDir:
         """
         now = time.time_ns()
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 10**9)) + f".{now // 1000 % 10**6:06d}Z"
-        name = f"{self.camera}-{stamp}-{snapshot.zone}-{snapshot.trigger}.jpg"
+        name = f"{self.camera}-{stamp}-{snapshot.event.zone}-{snapshot.trigger}.jpg"
         path = os.path.join(self.path, name)
         tmp = os.path.join(self.path, f".{name}.tmp")
         with open(tmp, "wb") as f:
             f.write(snapshot.jpeg)
         os.replace(tmp, path)
-        mine = sorted(n for n in os.listdir(self.path) if self._mine.match(n))
+        mine = snapshot_files(self.path, self.camera)
         for old in mine[: max(0, len(mine) - self.keep)]:
             try:
                 os.remove(os.path.join(self.path, old))

@@ -151,10 +151,9 @@ class _Proxy(threading.Thread):
                 security.make_client(xsub, b.curve_secret_key or "", b.curve_server_key)
             if b.curve_authorized_keys:
                 security.make_server(xpub, b.curve_secret_key or "")
-            mask = sum(security.FAILED_HANDSHAKE_EVENTS)
             for name, sock in (("workers", xsub), ("subscribers", xpub)):
                 if name in self.monitored:
-                    sock.monitor(_MONITORS[name], mask)
+                    sock.monitor(_MONITORS[name], security.FAILED_HANDSHAKE_MASK)
             xpub.bind(b.endpoint)
             for endpoint in b.workers:
                 xsub.connect(endpoint)

@@ -34,6 +34,7 @@ import tomli_w
 from tqdm import tqdm
 
 from core.evaluation.metrics import Confusion, confusion
+from streamer.motion.snapshots import snapshot_files
 from streamer.processes.lifecycle import LOG_LINE
 from streamer.processes.sources import SyntheticSource, describe
 from streamer.processes.subscriber import run_subscriber
@@ -367,9 +368,9 @@ def _run(
         where = f"{masks} in {output}/ (mask_*.png)"
         if os.path.exists(sheet):
             where += f", contact sheet {sheet}"
-        pictures = cfg.events.snapshot_dir or os.path.join(output, "snapshots")
-        if os.path.isdir(pictures):
-            where += f", {len(os.listdir(pictures))} event snapshots in {pictures}/"
+        pictures = cfg.events.snapshot_dir  # run_all's default beside the masks, or the user's
+        if pictures and os.path.isdir(pictures):
+            where += f", {len(snapshot_files(pictures, cfg.camera))} event snapshots in {pictures}/"
     else:
         where = "no masks written (add --output DIR to keep them)"
     say(f"kdrsdl run: {where}; logs of the capture and the worker in {tmp}/")

@@ -394,8 +394,10 @@ class _Worker:
         self.m.snapshots[snapshot.trigger].inc()
         if self.cfg.events.snapshots:
             fields = snapshot_fields(snapshot, event_seq)
-            s, seq = snapshot, self.snapshot_seq
-            parts = encode_snapshot(self.camera, self.epoch, seq, s.t_capture_ns, s.jpeg, s.shape, **fields)
+            f, seq = snapshot.frame, self.snapshot_seq
+            parts = encode_snapshot(
+                self.camera, self.epoch, seq, f.t_capture_ns, snapshot.jpeg, f.input_shape, **fields
+            )
             pub.send_multipart(parts)
             self.snapshot_seq += 1
             if self.mqtt is not None:

@@ -301,9 +301,9 @@ def snapshot_fields(snapshot: Any, event_seq: int) -> dict[str, Any]:
     return {
         "trigger": snapshot.trigger,
         "event_seq": event_seq,
-        "zone": snapshot.zone,
-        "frame_epoch": snapshot.frame_epoch,
-        "frame_seq": snapshot.frame_seq,
+        "zone": snapshot.event.zone,
+        "frame_epoch": snapshot.frame.epoch,
+        "frame_seq": snapshot.frame.seq,
         "fraction": round(snapshot.fraction, 6),
         "box": None if snapshot.box is None else [int(v) for v in snapshot.box],
     }

@@ -10,6 +10,8 @@ direction. Key files are ZeroMQ certificates (``zmq.auth.create_certificates``:
 ``kdrsdl keygen``.
 """
 
+import functools
+import operator
 import os
 
 import zmq
@@ -105,12 +107,13 @@ FAILED_HANDSHAKE_EVENTS: dict[int, str] = {
 }
 
 
+#: The monitor event mask of :data:`FAILED_HANDSHAKE_EVENTS` (``zmq.Socket.monitor``'s ``events``).
+FAILED_HANDSHAKE_MASK = functools.reduce(operator.or_, FAILED_HANDSHAKE_EVENTS)
+
+
 def handshake_monitor(sock: zmq.Socket) -> zmq.Socket:
     """A PAIR socket that receives ``sock``'s failed-handshake events (see :func:`failed_handshakes`)."""
-    mask = 0
-    for event in FAILED_HANDSHAKE_EVENTS:
-        mask |= event
-    return sock.get_monitor_socket(mask)
+    return sock.get_monitor_socket(FAILED_HANDSHAKE_MASK)
 
 
 def failed_handshakes(monitor: zmq.Socket) -> list[str]:
