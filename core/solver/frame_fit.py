@@ -167,3 +167,88 @@ def fit_cores(
             break
         mu = min(mu_end, rho * mu)
     return CoreFit(K=K, R=R, E=E, Lam=Lam, Y=Y, mu=mu, muK=mu / mu_ratio, n_iter=n_iter)
+
+
+class FrameFitter:
+    """:func:`fit_cores` for one frame at a time, the fixed dictionary's factorisations made once.
+
+    Between refits every frame is fitted on the same ``A`` and ``B``; the Gram matrices, their
+    pseudo-inverses (the least-squares start) and their eigendecompositions (the Stein step,
+    :func:`core.solver.stein.stein_solve`) are therefore computed here once, and each
+    :meth:`fit` runs only the updates of Algorithm 1 on one ``(m, n)`` frame.
+
+    Parameters
+    ----------
+    A : ndarray, shape (m, r), float32 or float64
+    B : ndarray, shape (n, r), same dtype
+    """
+
+    def __init__(self, A: np.ndarray, B: np.ndarray) -> None:
+        self.A = np.ascontiguousarray(A)
+        self.B = np.ascontiguousarray(B)
+        dt = self.A.dtype
+        AtA = (self.A.T @ self.A).astype(np.float64)
+        BtB = (self.B.T @ self.B).astype(np.float64)
+        self.AtA_inv = pinv_psd(AtA).astype(dt)
+        self.BtB_inv = pinv_psd(BtB).astype(dt)
+        a, P = np.linalg.eigh(AtA)
+        b, Q = np.linalg.eigh(BtB)
+        self.ab = np.outer(np.maximum(a, 0), np.maximum(b, 0))  # float64, as stein_solve's
+        self.P, self.Q = P.astype(dt), Q.astype(dt)
+
+    def fit(
+        self,
+        Xc: np.ndarray,
+        *,
+        lam: float,
+        alpha: float,
+        mu_end: float,
+        mu_ratio: float,
+        rho: float = 1.2,
+        max_iter: int = 60,
+    ) -> np.ndarray:
+        """The sparse core ``R`` of one frame: :func:`fit_cores`'s ``R[0]`` for ``Xc[None]``.
+
+        Parameters
+        ----------
+        Xc : ndarray, shape (m, n), dtype of ``A``
+            The frame minus the robust mean.
+        lam, alpha, mu_end, mu_ratio, rho, max_iter
+            As for :func:`fit_cores`.
+
+        Returns
+        -------
+        ndarray, shape (r, r), dtype of ``Xc``
+        """
+        A, B, P, Q = self.A, self.B, self.P, self.Q
+        dt = Xc.dtype
+        norm = float(np.linalg.norm(Xc))
+        mu = float(min(ETA / norm, mu_end)) if norm > 0 else float(mu_end)
+        K = self.AtA_inv @ (A.T @ Xc @ B) @ self.BtB_inv
+        R = K.copy()
+        Y = np.zeros_like(K)
+        Lam = np.zeros_like(Xc)
+        LK = A @ K @ B.T
+        for _ in range(max_iter):
+            muK = mu / mu_ratio
+            E = Lam * dt.type(1.0 / mu)
+            E += Xc
+            E -= LK
+            E = shrink(E, lam / mu)
+            W = Xc - E
+            W *= dt.type(mu)
+            W += Lam  # S = mu (Xc - E) + Lambda
+            C = A.T @ W @ B
+            C += dt.type(muK) * R
+            C += Y
+            T = P.T @ C @ Q
+            T /= (muK + mu * self.ab).astype(dt)
+            K = P @ T @ Q.T
+            R = shrink(K - Y / dt.type(muK), alpha / muK)
+            LK = A @ K @ B.T
+            Lam = W - dt.type(mu) * LK
+            Y += dt.type(muK) * (R - K)
+            if mu >= mu_end:
+                break
+            mu = min(mu_end, rho * mu)
+        return R

@@ -14,10 +14,11 @@ from typing import Any, Optional
 import cv2
 import numpy as np
 
+from core.solver.frame_fit import FrameFitter
 from core.solver.state import KDRSDLState, slide_state
 from core.streaming import resolution, snapshot
 from core.streaming.decision import DecisionParams, PixelDecision, global_threshold
-from core.streaming.frame_model import frame_background, last_background
+from core.streaming.frame_model import frame_background, last_background, moving_fitter
 from core.streaming.ghosts import GhostParams, GhostTracker
 from core.streaming.light import LightChange, detect_light_change, map_state
 from core.streaming.params import BackgroundParams
@@ -168,6 +169,7 @@ class KDRSDLBackgroundSubtractor:
         self._samples: SampleSet | None = None  # background samples
         self._ghosts: GhostTracker | None = None  # uncovered background told from stopped objects
         self._last_bg: np.ndarray | None = None  # frame_model "last": M + the newest window frame's low-rank part
+        self._fitter: FrameFitter | None = None  # frame_model "moving": the installed dictionary's fitter
         self._early_bg: np.ndarray | None = None  # before the first solution: the window's median
         self._sync_refit: RefitReport | None = None  # report of an inline refit run after the last frame
 
@@ -341,8 +343,8 @@ class KDRSDLBackgroundSubtractor:
             bg = self._early_bg if self._early_bg is not None else x
         else:
             d = self._decider
-            still = None if d is None else ~(d.prev_obj | d.dynamic)
-            bg = frame_background(x, self._state, self.params, self._lam, self._last_bg, still)
+            objects, dynamic = (None, None) if d is None else (d.prev_obj, d.dynamic)
+            bg = frame_background(x, self._state, self.params, self._lam, self._last_bg, objects, dynamic, self._fitter)
         self._background = bg
         raw, threshold = self._raw_mask(x, bg)
         p = self.params
@@ -577,6 +579,8 @@ class KDRSDLBackgroundSubtractor:
         self._state, self._sigma = state, sigma
         if state is not None and self.params.frame_model == "last":
             self._last_bg = last_background(state)
+        if self.params.frame_model == "moving":
+            self._fitter = None if state is None else moving_fitter(state)
 
 
 def _warm_kernels() -> None:

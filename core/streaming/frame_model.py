@@ -1,9 +1,12 @@
 """The background a new frame is judged against (the ``frame_model`` and ``global_offset`` knobs).
 
 Between refits the window's solution is fixed; each frame's background comes from it in one of
-three ways (docs/algorithm.md, "Per-frame cores"):
+four ways (docs/algorithm.md, "Per-frame cores" and "The moving background"):
 
-- ``"mean"`` (the default, the most accurate measured): the window's robust mean ``M``;
+- ``"moving"`` (the default, the most accurate measured): ``M``, plus ``A R B^T`` within
+  ``fit_reach`` of the dynamic pixels, the frame's core ``R`` fitted robustly on the fixed
+  dictionary over the previous mask's background (:func:`moving_background`);
+- ``"mean"``: the window's robust mean ``M``;
 - ``"last"``: ``M`` plus the low-rank part of the newest window frame, ``A R_N B^T``
   (:func:`last_background`, computed once per installed solution);
 - ``"fit"``: ``M + A R B^T`` with the frame's own core ``R`` fitted on the fixed dictionary
@@ -15,16 +18,23 @@ dynamic pixels, whose leaves or water would bias it) and over one pixel in each 
 sixteenth of the cost, the same offset to about 1e-3.
 """
 
+import cv2
 import numpy as np
 
-from core.solver.frame_fit import fit_cores
+from core.solver.frame_fit import FrameFitter, fit_cores
 from core.solver.products import sandwich
 from core.solver.state import KDRSDLState
 from core.streaming.median import median
 from core.streaming.params import BackgroundParams
+from core.streaming.postprocess import square
 
 #: Fewest still sampled pixels the global offset is taken over (else it is taken over all).
 MIN_STILL = 64
+
+#: The moving background's core is fitted on every FIT_STEP-th row and column (a sixteenth of the
+#: pixels, 4,800 at 320 x 240 for the 144 entries of a rank-12 core): the core is the same
+#: unknown on any subset of rows and columns, and the fit costs a sixteenth.
+FIT_STEP = 4
 
 
 def last_background(state: KDRSDLState) -> np.ndarray:
@@ -33,13 +43,94 @@ def last_background(state: KDRSDLState) -> np.ndarray:
     return sandwich(state.A, state.R[-1:], state.B)[0] + state.M
 
 
+def moving_background(
+    x: np.ndarray,
+    state: KDRSDLState,
+    p: BackgroundParams,
+    lam: float,
+    objects: np.ndarray,
+    dynamic: np.ndarray,
+    fitter: FrameFitter | None,
+) -> np.ndarray:
+    """``M``, plus the frame's own low-rank part near the moving background (``"moving"``).
+
+    docs/algorithm.md, "The moving background": when at least ``fit_min_dynamic`` of the frame
+    is dynamic pixels, the frame's core ``R`` is solved on the fixed dictionary by the robust
+    updates of Algorithm 1 (:class:`core.solver.frame_fit.FrameFitter`, ``frame_iters``
+    iterations) on every ``FIT_STEP``-th row and column, the previous mask's objects held at
+    ``M`` (GRASTA's way of keeping objects out of a subspace's fit), and ``A R B^T`` is added
+    to ``M`` within the ``fit_reach`` square around each dynamic pixel.
+
+    Parameters
+    ----------
+    x : ndarray, shape (m, n), float32
+        The frame at the processing resolution, intensity in [0, 1].
+    state : KDRSDLState
+        The installed window solution (mean mode).
+    p : core.streaming.params.BackgroundParams
+        ``frame_iters``, ``fit_reach``, ``fit_min_dynamic``, ``alpha``.
+    lam : float
+        The solver's weight of ``|E|_1``.
+    objects, dynamic : ndarray, shape (m, n), bool
+        The previous frame's post-processed mask, and the dynamic pixels (the decision's blink
+        counts above ``dynamic_blink``).
+    fitter : FrameFitter or None
+        :func:`moving_fitter` of ``state``; None when it has none.
+
+    Returns
+    -------
+    ndarray, shape (m, n), float32
+        ``state.M`` itself when there is no fit to add: too few dynamic pixels, or no fitter.
+    """
+    M = state.M
+    assert M is not None
+    if fitter is None or np.count_nonzero(dynamic) < p.fit_min_dynamic * dynamic.size:
+        return M
+    s = FIT_STEP
+    Xc = x[::s, ::s] - M[::s, ::s]
+    Xc[objects[::s, ::s]] = 0  # the previous objects held at M
+    R = fitter.fit(
+        Xc,
+        lam=lam,
+        alpha=p.alpha,
+        mu_end=state.mu,
+        mu_ratio=state.mu / state.muK,
+        rho=2.0,
+        max_iter=p.frame_iters,
+    )
+    near = cv2.dilate(dynamic.view(np.uint8), square(p.fit_reach))  # 0 / 1
+    bg = state.A @ R @ state.B.T
+    bg *= near  # the low-rank part within fit_reach of a dynamic pixel, 0 elsewhere
+    bg += M
+    return bg
+
+
+def moving_fitter(state: KDRSDLState) -> FrameFitter | None:
+    """The fitter of ``"moving"`` for an installed solution (once per solution).
+
+    Returns
+    -------
+    FrameFitter or None
+        On every ``FIT_STEP``-th row of ``A`` and of ``B``; None when the dictionary is at
+        another resolution than ``M`` (coarse refits, ``refit_scale`` > 1): the frame is then
+        judged against ``M``.
+    """
+    assert state.M is not None
+    m, n = state.M.shape
+    if state.A.shape[0] != m or state.B.shape[0] != n:
+        return None
+    return FrameFitter(state.A[::FIT_STEP], state.B[::FIT_STEP])
+
+
 def frame_background(
     x: np.ndarray,
     state: KDRSDLState,
     p: BackgroundParams,
     lam: float,
     last: np.ndarray | None,
-    still: np.ndarray | None = None,
+    objects: np.ndarray | None = None,
+    dynamic: np.ndarray | None = None,
+    fitter: FrameFitter | None = None,
 ) -> np.ndarray:
     """The background of frame ``x``.
 
@@ -52,20 +143,28 @@ def frame_background(
     p : core.streaming.params.BackgroundParams
         ``frame_model``, ``frame_iters``, ``alpha``, ``global_offset``.
     lam : float
-        The solver's regularisation weight (``"fit"``).
+        The solver's regularisation weight (``"moving"``, ``"fit"``).
     last : ndarray, shape (m, n), or None
         :func:`last_background` of ``state`` (``"last"``).
-    still : ndarray, shape (m, n), bool, optional
-        The still background (the previous mask's background, less the dynamic pixels): the
-        global offset is the median over those, when at least ``MIN_STILL`` of the sampled
-        pixels are; else over every sampled pixel.
+    objects, dynamic : ndarray, shape (m, n), bool, optional
+        The previous frame's mask and the dynamic pixels (both or neither; None before the
+        decision has judged a frame). The still background, the pixels in neither, is what the
+        global offset is the median over, when at least ``MIN_STILL`` of the sampled pixels
+        are; else over every sampled pixel. ``"moving"`` is ``"mean"`` without them.
+    fitter : FrameFitter, optional
+        :func:`moving_fitter` of ``state`` (``"moving"``; without it, ``"mean"``).
 
     Returns
     -------
     ndarray, shape (m, n), float32
     """
     assert state.M is not None
-    if p.frame_model == "mean":
+    if p.frame_model == "moving":
+        if objects is None or dynamic is None:
+            bg = state.M
+        else:
+            bg = moving_background(x, state, p, lam, objects, dynamic, fitter)
+    elif p.frame_model == "mean":
         bg = state.M
     elif p.frame_model == "last":
         assert last is not None
@@ -85,8 +184,8 @@ def frame_background(
         bg = sandwich(state.A, fit.R, state.B)[0] + state.M
     if p.global_offset:
         d = x[::4, ::4] - bg[::4, ::4]
-        if still is not None:
-            keep = still[::4, ::4]
+        if objects is not None and dynamic is not None:
+            keep = ~(objects[::4, ::4] | dynamic[::4, ::4])
             if np.count_nonzero(keep) >= MIN_STILL:
                 d = d[keep]
         bg = bg + np.float32(median(d.ravel()))

@@ -234,12 +234,14 @@ class BackgroundParams:
     )
     # ------------------------------------------------------------------ each frame's background
     frame_model: str = knob(
-        "mean",
-        "Background of a new frame: the window's robust mean M ('mean', the most "
-        "accurate measured); M plus the low-rank part of the newest window frame ('last'); "
-        "or M + A R B^T with the frame's core fitted on the fixed dictionary ('fit'; it "
-        "follows illumination but absorbs part of slow or large objects).",
-        choices=("mean", "last", "fit"),
+        "moving",
+        "Background of a new frame: the window's robust mean M, plus, near the pixels whose "
+        "background moves, the low-rank part A R B^T with the frame's own core R fitted on the "
+        "fixed dictionary over the previous mask's background ('moving', the most accurate "
+        "measured); M alone ('mean'); M plus the low-rank part of the newest window frame "
+        "('last'); or M + A R B^T at every pixel ('fit'; it absorbs part of slow or large "
+        "objects).",
+        choices=("moving", "mean", "last", "fit"),
     )
     refit_background: str = knob(
         "kdrsdl",
@@ -248,7 +250,24 @@ class BackgroundParams:
         "with E the residual beyond lam ('median'; the solver still runs and its state is kept).",
         choices=("kdrsdl", "median"),
     )
-    frame_iters: int = knob(4, "Iterations of the per-frame core fit (frame_model 'fit').", "", 1, 1000)
+    frame_iters: int = knob(4, "Iterations of the per-frame core fit (frame_model 'moving' and 'fit').", "", 1, 1000)
+    fit_reach: int = knob(
+        15,
+        "Side of the square around each dynamic pixel within which frame_model 'moving' uses the "
+        "fitted low-rank part (the swaying of a tree's mass reaches past the pixels that blink).",
+        "pixels",
+        1,
+        99,
+    )
+    fit_min_dynamic: float = knob(
+        0.005,
+        "Share of the frame that must be dynamic pixels for frame_model 'moving' to fit a frame's "
+        "core; below it the frame is judged against M alone (a few blinking pixels on an "
+        "object's rim are not a moving background).",
+        "share of the frame",
+        0.0,
+        1.0,
+    )
     global_offset: bool = knob(
         True,
         "Add the frame's median difference from the background to the background "
@@ -433,7 +452,7 @@ class BackgroundParams:
     def solve_scale(self) -> int:
         """The factor by which the refits reduce the window: ``refit_scale`` with frame_model
         "mean", else 1 (the other frame models read the dictionary at the processing resolution)."""
-        return self.refit_scale if self.frame_model == "mean" else 1
+        return self.refit_scale if self.frame_model in ("mean", "moving") else 1
 
     def validate(self) -> "BackgroundParams":
         """Check every knob against its declaration.

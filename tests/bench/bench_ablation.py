@@ -46,7 +46,11 @@ VARIANTS = {
     "no light-change rule": {"light_change": False},
     "no ghost test": {"ghost_frames": 0},
     "no warm-up learning (v3's start)": {"warmup_entries": 0},
-    "window median instead of KDRSDL's M and E (the solver still runs)": {"refit_background": "median"},
+    "no moving background (M alone)": {"frame_model": "mean"},
+    "window median instead of KDRSDL's M, E and moving background (the solver still runs)": {
+        "refit_background": "median",
+        "frame_model": "mean",
+    },
 }
 
 

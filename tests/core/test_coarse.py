@@ -106,7 +106,8 @@ def test_a_coarse_refit_keeps_the_solver_coarse_and_gives_the_model_full_size_ar
 
 def test_frame_models_that_read_the_dictionary_refit_at_the_processing_resolution():
     assert BackgroundParams().solve_scale == 1  # the default: refits at the processing resolution
-    assert BackgroundParams(refit_scale=2).solve_scale == 2
+    assert BackgroundParams(refit_scale=2).solve_scale == 2  # "moving" falls back to M on a coarse dictionary
+    assert BackgroundParams(frame_model="mean", refit_scale=2).solve_scale == 2
     assert BackgroundParams(frame_model="fit", refit_scale=2).solve_scale == 1
     assert BackgroundParams(frame_model="last", refit_scale=4).solve_scale == 1
     with pytest.raises(ValueError, match="refit_scale"):
