@@ -7,8 +7,8 @@ import pytest
 from conftest import CDNET, need
 
 from core.evaluation.metrics import cdnet_labels
-from core.solver.kdrsdl import kdrsdl
 from core.solver.frame_fit import FrameFitter, fit_cores
+from core.solver.kdrsdl import kdrsdl
 from core.streaming.frame_model import FIT_STEP, moving_background, moving_fitter
 from core.streaming.params import BackgroundParams
 from streamer.evaluation.cdnet import find_sequences
