@@ -141,7 +141,8 @@ def frame_background(
     state : KDRSDLState
         The installed window solution (mean mode).
     p : core.streaming.params.BackgroundParams
-        ``frame_model``, ``frame_iters``, ``alpha``, ``global_offset``.
+        ``frame_model``, ``frame_iters``, ``alpha``, ``global_offset``; ``fit_reach`` and
+        ``fit_min_dynamic`` (``"moving"``).
     lam : float
         The solver's regularisation weight (``"moving"``, ``"fit"``).
     last : ndarray, shape (m, n), or None

@@ -451,7 +451,8 @@ class BackgroundParams:
     @property
     def solve_scale(self) -> int:
         """The factor by which the refits reduce the window: ``refit_scale`` with frame_model
-        "mean", else 1 (the other frame models read the dictionary at the processing resolution)."""
+        "mean" or "moving" (which judges against ``M`` alone on a coarse dictionary), else 1 ("last"
+        and "fit" read the dictionary at the processing resolution)."""
         return self.refit_scale if self.frame_model in ("mean", "moving") else 1
 
     def validate(self) -> "BackgroundParams":

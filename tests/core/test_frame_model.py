@@ -9,7 +9,7 @@ from conftest import CDNET, need
 from core.evaluation.metrics import cdnet_labels
 from core.solver.frame_fit import FrameFitter, fit_cores
 from core.solver.kdrsdl import kdrsdl
-from core.streaming.frame_model import FIT_STEP, moving_background, moving_fitter
+from core.streaming.frame_model import moving_background, moving_fitter
 from core.streaming.params import BackgroundParams
 from streamer.evaluation.cdnet import find_sequences
 from streamer.evaluation.protocols import scored_labels
@@ -115,13 +115,6 @@ def test_the_frame_fitter_is_fit_cores_on_one_frame(iters):
     R = FrameFitter(A, B).fit(Xc, **knobs)
     assert R.dtype == np.float32 and R.shape == (12, 12)
     np.testing.assert_allclose(R, ref, atol=2e-5 * np.abs(ref).max())
-
-
-def test_fit_step_keeps_more_rows_and_columns_than_the_rank():
-    # the core is fitted on every FIT_STEP-th row and column: at the smallest processing size the
-    # model accepts, those must still outnumber the rank's, or the core is underdetermined
-    p = BackgroundParams()
-    assert 120 // FIT_STEP > 2 * p.rank
 
 
 def f_measure(name, **knobs):
