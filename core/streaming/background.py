@@ -352,7 +352,7 @@ class KDRSDLBackgroundSubtractor:
         if self._ghosts is not None and threshold is None:
             self._absorb_ghosts(x, bg, mask)
         if self._decider is not None and threshold is None:
-            self._decider.feedback(raw, mask)
+            self._decider.feedback(raw, mask, inside=self.n_frames < p.warmup_blink_frames)
         self._learn(x, bg, mask)
         self.n_frames += 1
         fgmask = mask.view(np.uint8) * np.uint8(255)

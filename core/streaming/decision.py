@@ -346,7 +346,7 @@ class PixelDecision:
             cand &= ~self._uniform(x, bg, ratio)
         return cand
 
-    def feedback(self, raw: np.ndarray, mask: np.ndarray) -> None:
+    def feedback(self, raw: np.ndarray, mask: np.ndarray, inside: bool = False) -> None:
         """Count the blinks of a frame's raw decision outside the previous frame's objects.
 
         Parameters
@@ -355,11 +355,18 @@ class PixelDecision:
             What :meth:`raw` returned.
         mask : ndarray, shape (h, w), bool
             The same frame's post-processed mask (the next frame's objects).
+        inside : bool
+            Count the blinks inside the previous frame's objects too (the first
+            ``warmup_blink_frames`` frames, docs/algorithm.md, "Ghosts"): what the model then calls
+            an object may be a moving background it has not yet seen (leaves against the sky,
+            flagged as one blob).
         """
         p = self.params
         if p.blink_gain > 0:
             objects = self.prev_obj
-            if p.object_margin > 1:
+            if inside:
+                objects = np.zeros_like(objects)
+            elif p.object_margin > 1:
                 objects = cv2.dilate(objects.view(np.uint8), square(p.object_margin)).view(bool)
             if self._kernels is not None:
                 self.dynamic = np.empty(self.shape, bool)

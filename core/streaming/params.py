@@ -437,6 +437,15 @@ class BackgroundParams:
         0,
         1000,
     )
+    warmup_blink_frames: int = knob(
+        64,
+        "For this many frames after a cold start the decision counts blinks inside the objects too: "
+        "a moving background the model has not yet seen (leaves against the sky) is flagged as one "
+        "blob, and inside it flips would otherwise never make its pixels dynamic. 0 = never.",
+        "frames",
+        0,
+        100000,
+    )
     ghost_frames: int = knob(
         10,
         "Frames in a row a blob must look like a ghost (its outline is in the background, not in the "

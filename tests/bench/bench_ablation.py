@@ -46,6 +46,7 @@ VARIANTS = {
     "no light-change rule": {"light_change": False},
     "no ghost test": {"ghost_frames": 0},
     "no warm-up learning (v3's start)": {"warmup_entries": 0},
+    "no blinks counted inside the objects at the start": {"warmup_blink_frames": 0},
     "no moving background (M alone)": {"frame_model": "mean"},
     "window median instead of KDRSDL's M, E and moving background (the solver still runs)": {
         "refit_background": "median",
