@@ -324,6 +324,17 @@ class KDRSDLBackgroundSubtractor:
         """The last window solution's :class:`core.KDRSDLState`, or None."""
         return self._state
 
+    @property
+    def compiled(self) -> bool:
+        """Whether the frame's steps run compiled now: ``kernel = "numba"`` and the kernels loaded
+        (on an empty cache a child process compiles them while the numpy reference runs, to the
+        same masks: :func:`core.streaming.kernels.start`)."""
+        if self.params.kernel != "numba" or self.params.decision != "pixel":
+            return False
+        from core.streaming import kernels
+
+        return kernels.ready()
+
     def process(self, image: np.ndarray) -> FrameResult:
         """Score, decide and learn one frame; see :meth:`apply`.
 
@@ -584,8 +595,10 @@ class KDRSDLBackgroundSubtractor:
 
 
 def _warm_kernels() -> None:
-    """Compile (or load from numba's cache) the per-pixel kernels now: a model made before its
-    frames come does not stall its first judged frame (:func:`core.streaming.kernels.warm`).
+    """Load the compiled kernels from numba's cache now, or start compiling them in a child
+    process on an empty cache (:func:`core.streaming.kernels.start`): a model made before its
+    frames come does not stall its first judged frame, and until they are compiled its steps run
+    the numpy reference (the same masks).
 
     Raises
     ------
@@ -603,7 +616,7 @@ def _warm_kernels() -> None:
             f"kernel 'numba' cannot cache its compiled code ({exc}): set NUMBA_CACHE_DIR to a writable "
             "directory, or kernel = 'numpy'"
         ) from None
-    kernels.warm()
+    kernels.start()
 
 
 def createBackgroundSubtractorKDRSDL(**knobs: Any) -> KDRSDLBackgroundSubtractor:

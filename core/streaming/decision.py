@@ -315,7 +315,7 @@ class PixelDecision:
             Before post-processing.
         """
         p = self.params
-        if self._kernels is not None:
+        if self._kernels is not None and self._kernels.ready():
             return self._raw_compiled(x, bg, sigma, samples)
         lo, hi = self.band(bg, sigma)
         dark = x < lo
@@ -368,7 +368,7 @@ class PixelDecision:
                 objects = np.zeros_like(objects)
             elif p.object_margin > 1:
                 objects = cv2.dilate(objects.view(np.uint8), square(p.object_margin)).view(bool)
-            if self._kernels is not None:
+            if self._kernels is not None and self._kernels.ready():
                 self.dynamic = np.empty(self.shape, bool)
                 self._kernels.count_blinks(
                     flat(raw), flat(self.prev_raw), flat(objects), self.v.reshape(-1),

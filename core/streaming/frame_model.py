@@ -16,12 +16,16 @@ With ``global_offset`` the frame's median difference from that background is add
 auto-exposure), taken over the still background (the previous mask's background less the
 dynamic pixels, whose leaves or water would bias it) and over one pixel in each 4 x 4 block: a
 sixteenth of the cost, the same offset to about 1e-3.
+
+With ``kernel = "numba"`` the moving background's fit, its sum with ``M`` and the offset run as
+one compiled call (:func:`core.streaming.kernels.moving_background`), to the same bits.
 """
 
 import cv2
 import numpy as np
 
 from core.solver.frame_fit import FrameFitter, fit_cores
+from core.solver.penalty import ETA
 from core.solver.products import sandwich
 from core.solver.state import KDRSDLState
 from core.streaming.median import median
@@ -30,6 +34,9 @@ from core.streaming.postprocess import square
 
 #: Fewest still sampled pixels the global offset is taken over (else it is taken over all).
 MIN_STILL = 64
+
+#: The global offset is taken over one pixel in each OFFSET_STEP x OFFSET_STEP block.
+OFFSET_STEP = 4
 
 #: The moving background's core is fitted on every FIT_STEP-th row and column (a sixteenth of the
 #: pixels, 4,800 at 320 x 240 for the 144 entries of a rank-12 core): the core is the same
@@ -51,6 +58,7 @@ def moving_background(
     objects: np.ndarray,
     dynamic: np.ndarray,
     fitter: FrameFitter | None,
+    offset: bool = False,
 ) -> np.ndarray:
     """``M``, plus the frame's own low-rank part near the moving background (``"moving"``).
 
@@ -76,16 +84,29 @@ def moving_background(
         counts above ``dynamic_blink``).
     fitter : FrameFitter or None
         :func:`moving_fitter` of ``state``; None when it has none.
+    offset : bool
+        Add the global offset too (:func:`global_offset`; with ``kernel = "numba"`` in the same
+        compiled call as the fit).
 
     Returns
     -------
     ndarray, shape (m, n), float32
-        ``state.M`` itself when there is no fit to add: too few dynamic pixels, or no fitter.
+        ``state.M`` itself when there is no fit nor offset to add: too few dynamic pixels, or no
+        fitter.
     """
     M = state.M
     assert M is not None
     if fitter is None or np.count_nonzero(dynamic) < p.fit_min_dynamic * dynamic.size:
-        return M
+        return global_offset(x, M, objects, dynamic, p) if offset else M
+    if _compiled(p):  # the same bits in one compiled call (core.streaming.kernels)
+        f = fitter
+        near = cv2.dilate(dynamic.view(np.uint8), square(p.fit_reach))
+        return _kernels().moving_background(
+            x, M, objects, dynamic, near, state.A, state.B, FIT_STEP,
+            f.A, f.B, f.P, f.Q, f.ab, f.AtA_inv, f.BtB_inv,
+            ETA, float(lam), float(p.alpha), float(state.mu), float(state.mu / state.muK), 2.0, p.frame_iters,
+            OFFSET_STEP, MIN_STILL if offset else -1,
+        )  # fmt: skip
     s = FIT_STEP
     Xc = x[::s, ::s] - M[::s, ::s]
     Xc[objects[::s, ::s]] = 0  # the previous objects held at M
@@ -102,7 +123,41 @@ def moving_background(
     bg = state.A @ R @ state.B.T
     bg *= near  # the low-rank part within fit_reach of a dynamic pixel, 0 elsewhere
     bg += M
-    return bg
+    return global_offset(x, bg, objects, dynamic, p) if offset else bg
+
+
+def global_offset(
+    x: np.ndarray, bg: np.ndarray, objects: np.ndarray | None, dynamic: np.ndarray | None, p: BackgroundParams
+) -> np.ndarray:
+    """``bg`` plus the frame's median difference from it (``global_offset``), a new array.
+
+    Taken over one pixel in each ``OFFSET_STEP`` x ``OFFSET_STEP`` block: the still background
+    (in neither ``objects`` nor ``dynamic``) when at least ``MIN_STILL`` of those pixels are, else
+    all of them (and all of them when ``objects`` and ``dynamic`` are None).
+
+    Parameters
+    ----------
+    x, bg : ndarray, shape (m, n), float32
+        The frame and its background, intensity in [0, 1].
+    objects, dynamic : ndarray, shape (m, n), bool, or None
+        The previous frame's mask and the dynamic pixels (both or neither).
+    p : core.streaming.params.BackgroundParams
+        ``kernel``: ``"numba"`` computes it in one compiled call, to the same bits.
+
+    Returns
+    -------
+    ndarray, shape (m, n), float32
+    """
+    s = OFFSET_STEP
+    if _compiled(p) and objects is not None and dynamic is not None:
+        out: np.ndarray = _kernels().global_offset(x, bg, objects, dynamic, s, MIN_STILL)
+        return out
+    d = x[::s, ::s] - bg[::s, ::s]
+    if objects is not None and dynamic is not None:
+        keep = ~(objects[::s, ::s] | dynamic[::s, ::s])
+        if np.count_nonzero(keep) >= MIN_STILL:
+            d = d[keep]
+    return bg + np.float32(median(d.ravel()))
 
 
 def moving_fitter(state: KDRSDLState) -> FrameFitter | None:
@@ -161,10 +216,9 @@ def frame_background(
     """
     assert state.M is not None
     if p.frame_model == "moving":
-        if objects is None or dynamic is None:
-            bg = state.M
-        else:
-            bg = moving_background(x, state, p, lam, objects, dynamic, fitter)
+        if objects is not None and dynamic is not None:
+            return moving_background(x, state, p, lam, objects, dynamic, fitter, p.global_offset)
+        bg = state.M
     elif p.frame_model == "mean":
         bg = state.M
     elif p.frame_model == "last":
@@ -183,11 +237,18 @@ def frame_background(
             max_iter=p.frame_iters,
         )
         bg = sandwich(state.A, fit.R, state.B)[0] + state.M
-    if p.global_offset:
-        d = x[::4, ::4] - bg[::4, ::4]
-        if objects is not None and dynamic is not None:
-            keep = ~(objects[::4, ::4] | dynamic[::4, ::4])
-            if np.count_nonzero(keep) >= MIN_STILL:
-                d = d[keep]
-        bg = bg + np.float32(median(d.ravel()))
-    return bg
+    return global_offset(x, bg, objects, dynamic, p) if p.global_offset else bg
+
+
+def _kernels():
+    """:mod:`core.streaming.kernels`, imported at the first compiled frame (numba costs memory a
+    numpy model never needs)."""
+    from core.streaming import kernels
+
+    return kernels
+
+
+def _compiled(p: BackgroundParams) -> bool:
+    """Whether this frame's steps run compiled: ``kernel = "numba"`` and the kernels loaded
+    (:func:`core.streaming.kernels.ready`; the numpy reference until then, to the same bits)."""
+    return p.kernel == "numba" and _kernels().ready()

@@ -1,12 +1,12 @@
 """The per-pixel steps of a frame as compiled loops (numba): the same arithmetic as the numpy reference.
 
 The numpy implementation of each step (:mod:`core.streaming.decision`,
-:mod:`core.streaming.samples`) is the reference; each kernel here does that step's per-pixel work
-in one pass over the pixels, reading each pixel's state once, in the same float32 operations in
-the same order, so that the masks are the same to the bit (tests/core/test_kernels.py;
-``tests/bench/digest_masks.py`` over the six sequences and the motorway video). The steps that
-stay with OpenCV (the shadow test's box filters, the morphology, the dilations) are compiled C
-already. docs/design.md, "The compiled per-frame pass", says why numba.
+:mod:`core.streaming.samples`, :mod:`core.streaming.frame_model`) is the reference; each kernel
+here does that step's per-pixel work in one pass over the pixels, reading each pixel's state
+once, in the same float32 operations in the same order, so that the masks are the same to the
+bit (tests/core/test_kernels.py; ``tests/bench/digest_masks.py`` over the six sequences and the
+motorway video). The steps that stay with OpenCV (the shadow test's box filters, the
+morphology, the dilations) are compiled C already. docs/design.md, "The compiled per-frame pass", says why numba.
 
 - :func:`decide`: the band (``max(k_sigma sigma, floor)`` widened by the blink count), which side
   of it the pixel is on, the shadow test's ratio condition, and the sample consensus of the
@@ -14,12 +14,25 @@ already. docs/design.md, "The compiled per-frame pass", says why numba.
 - :func:`count_blinks`: the blink count's update from the raw decision's flips;
 - :func:`due_pixels` and :func:`write_samples`: the background samples' conservative update,
   with the random draws made by numpy's generator between the two (the same stream as the
-  reference's).
+  reference's);
+- :func:`moving_background` (with :func:`fit_core`) and :func:`global_offset`: the frame's
+  background (:mod:`core.streaming.frame_model`): the robust fit of the frame's core on the
+  installed dictionary, its low-rank part added to ``M`` near the dynamic pixels, and the
+  frame's global offset, in one call; the matrix products go to BLAS as numpy's do.
 
-Compiled at the first call and cached on disk (``cache=True``): in numba's default place beside
-this file when it may be written, else where the environment variable ``NUMBA_CACHE_DIR`` says
-(the systemd units and the Kubernetes pods set it, since their roots are read-only).
+Compiled once and cached on disk (``cache=True``): in numba's default place beside this file
+when it may be written, else where the environment variable ``NUMBA_CACHE_DIR`` says (the systemd
+units and the Kubernetes pods set it, since their roots are read-only). Loading them from the cache
+takes about 0.5 s; compiling them takes 15-20 s, so on an empty cache :func:`start` compiles them in
+a child process while the model runs the numpy reference (the same masks), and :func:`ready` says
+when the compiled steps take over.
 """
+
+import pathlib
+import subprocess
+import sys
+import tempfile
+from typing import IO, Any
 
 import numpy as np
 from numba import njit
@@ -148,6 +161,226 @@ def count_blinks(
 
 
 @njit(cache=True, nogil=True)
+def fit_core(
+    A: np.ndarray,
+    B: np.ndarray,
+    P: np.ndarray,
+    Q: np.ndarray,
+    ab: np.ndarray,
+    AtA_inv: np.ndarray,
+    BtB_inv: np.ndarray,
+    Xc: np.ndarray,
+    eta: float,
+    lam: float,
+    alpha: float,
+    mu_end: float,
+    mu_ratio: float,
+    rho: float,
+    max_iter: int,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """:meth:`core.solver.frame_fit.FrameFitter.fit` in one call: the sparse core ``R`` of one frame.
+
+    The same updates of Algorithm 1 in the same float32 operations and order; the matrix products
+    go to BLAS as numpy's do (numba's ``np.dot``, in the reference's association), the
+    element-wise steps are fused loops. ``A`` (m, r), ``B`` (n, r), ``P``, ``Q``, ``AtA_inv``,
+    ``BtB_inv`` (r, r): the fitter's float32 arrays; ``ab`` (r, r) float64; ``Xc`` (m, n) float32,
+    the frame minus ``M``; ``eta``: :data:`core.solver.penalty.ETA`; the rest as for
+    :func:`core.solver.frame_fit.fit_cores`. Returns ``R`` (r, r) float32.
+    """
+    At, Bt, Pt, Qt = A.T, B.T, P.T, Q.T
+    m, n = Xc.shape
+    flat_x = Xc.reshape(-1)
+    norm = float(np.sqrt(np.dot(flat_x, flat_x)))  # np.linalg.norm's way: the dot, its root
+    mu = min(eta / norm, mu_end) if norm > 0 else mu_end
+    K = np.dot(np.dot(AtA_inv, np.dot(np.dot(At, Xc), B)), BtB_inv)
+    R = K.copy()
+    Y = np.zeros_like(K)
+    Lam = np.zeros_like(Xc)
+    W = np.empty_like(Xc)
+    LK = np.dot(np.dot(A, K), Bt)
+    r1, r2 = K.shape
+    for _ in range(max_iter):
+        muK = mu / mu_ratio
+        inv = np.float32(1.0 / mu)
+        tau = np.float32(lam / mu)
+        f = np.float32(mu)
+        for i in range(m):
+            for j in range(n):
+                e = Lam[i, j] * inv
+                e += Xc[i, j]
+                e -= LK[i, j]
+                e = e - min(max(e, -tau), tau)  # shrink(E, lam / mu)
+                w = Xc[i, j] - e
+                w *= f
+                W[i, j] = w + Lam[i, j]  # S = mu (Xc - E) + Lambda
+        C = np.dot(np.dot(At, W), B)
+        fk = np.float32(muK)
+        tau_r = np.float32(alpha / muK)
+        for i in range(r1):
+            for j in range(r2):
+                C[i, j] = (C[i, j] + fk * R[i, j]) + Y[i, j]
+        T = np.dot(np.dot(Pt, C), Q)
+        for i in range(r1):
+            for j in range(r2):
+                T[i, j] /= np.float32(muK + mu * ab[i, j])
+        K = np.dot(np.dot(P, T), Qt)
+        for i in range(r1):
+            for j in range(r2):
+                d = K[i, j] - Y[i, j] / fk
+                R[i, j] = d - min(max(d, -tau_r), tau_r)
+        LK = np.dot(np.dot(A, K), Bt)
+        for i in range(m):
+            for j in range(n):
+                Lam[i, j] = W[i, j] - f * LK[i, j]
+        for i in range(r1):
+            for j in range(r2):
+                Y[i, j] += fk * (R[i, j] - K[i, j])
+        if mu >= mu_end:
+            break
+        mu = min(mu_end, rho * mu)
+    return R
+
+
+@njit(cache=True, nogil=True)
+def moving_background(
+    x: np.ndarray,
+    M: np.ndarray,
+    objects: np.ndarray,
+    dynamic: np.ndarray,
+    near: np.ndarray,
+    A: np.ndarray,
+    B: np.ndarray,
+    step: int,
+    fA: np.ndarray,
+    fB: np.ndarray,
+    P: np.ndarray,
+    Q: np.ndarray,
+    ab: np.ndarray,
+    AtA_inv: np.ndarray,
+    BtB_inv: np.ndarray,
+    eta: float,
+    lam: float,
+    alpha: float,
+    mu_end: float,
+    mu_ratio: float,
+    rho: float,
+    max_iter: int,
+    offset_step: int,
+    min_still: int,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """:func:`core.streaming.frame_model.moving_background` past its gate, and the global offset
+    of :func:`core.streaming.frame_model.frame_background`, in one call.
+
+    ``x``, ``M`` (h, w) float32; ``objects``, ``dynamic`` (h, w) bool, the previous mask and the
+    dynamic pixels; ``near`` (h, w) uint8, 1 within ``fit_reach`` of a dynamic pixel (OpenCV's
+    dilation: faster than a loop here); ``A`` (h, r), ``B`` (w, r) float32, the installed
+    dictionary; ``step``: ``FIT_STEP``; ``fA`` to ``BtB_inv``: the
+    :class:`core.solver.frame_fit.FrameFitter`'s arrays; ``eta`` to ``max_iter`` as for
+    :func:`fit_core`; ``offset_step`` and ``min_still`` as for :func:`global_offset`, no offset
+    when ``min_still`` < 0. Returns the background (h, w) float32, a new array: ``M + A R B^T``
+    where ``near``, ``M`` elsewhere, plus the offset.
+    """
+    Xc = x[::step, ::step] - M[::step, ::step]
+    o = objects[::step, ::step]
+    for i in range(Xc.shape[0]):
+        for j in range(Xc.shape[1]):
+            if o[i, j]:
+                Xc[i, j] = 0  # the previous objects held at M
+    R = fit_core(fA, fB, P, Q, ab, AtA_inv, BtB_inv, Xc, eta, lam, alpha, mu_end, mu_ratio, rho, max_iter)
+    low = np.dot(np.dot(A, R), B.T)
+    h, w = M.shape
+    if min_still < 0:
+        for i in range(h):
+            for j in range(w):
+                low[i, j] = low[i, j] * np.float32(near[i, j]) + M[i, j]
+        return low
+    s = offset_step
+    hs, ws = (h + s - 1) // s, (w + s - 1) // s
+    sampled = np.empty((hs, ws), np.float32)  # the background at the offset's pixels
+    for i in range(hs):
+        for j in range(ws):
+            sampled[i, j] = low[i * s, j * s] * np.float32(near[i * s, j * s]) + M[i * s, j * s]
+    off = _median_offset(x[::s, ::s], sampled, objects[::s, ::s], dynamic[::s, ::s], min_still)
+    for i in range(h):
+        for j in range(w):
+            low[i, j] = (low[i, j] * np.float32(near[i, j]) + M[i, j]) + off
+    return low
+
+
+@njit(cache=True, nogil=True)
+def _median_offset(
+    xs: np.ndarray, bs: np.ndarray, os: np.ndarray, ys: np.ndarray, min_still: int
+) -> np.float32:  # pragma: no cover - compiled
+    """The median of ``xs - bs`` (hs, ws) float32 over the pixels in neither ``os`` nor ``ys`` (hs,
+    ws) bool when at least ``min_still`` are, else over all; equal to
+    :func:`core.streaming.median.median` of the same values."""
+    d = (xs - bs).reshape(-1)
+    keep = np.empty(d.size, np.float32)
+    n = 0
+    k = 0
+    for i in range(os.shape[0]):
+        for j in range(os.shape[1]):
+            if not (os[i, j] or ys[i, j]):
+                keep[n] = d[k]
+                n += 1
+            k += 1
+    values = keep[:n].copy() if n >= min_still else d.copy()
+    size = values.size
+    half = size // 2
+    middle = _select(values, half)
+    if size % 2:
+        return middle
+    below = values[:half].max()  # the (half - 1)-th smallest: _select left the smaller ones below
+    return (below + middle) / np.float32(2)
+
+
+@njit(cache=True, nogil=True)
+def _select(a: np.ndarray, k: int) -> np.float32:  # pragma: no cover - compiled
+    """The ``k``-th smallest value of ``a`` (1-D float32, reordered in place so that ``a[:k]`` holds
+    values no larger): Hoare's quickselect, the middle element as pivot. ``np.partition``'s value
+    (a selection has one answer), at a tenth of its compile time in numba."""
+    lo, hi = 0, a.size - 1
+    while lo < hi:
+        pivot = a[(lo + hi) // 2]
+        i, j = lo, hi
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while a[j] > pivot:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            break
+    return a[k]
+
+
+@njit(cache=True, nogil=True)
+def global_offset(
+    x: np.ndarray, bg: np.ndarray, objects: np.ndarray, dynamic: np.ndarray, step: int, min_still: int
+) -> np.ndarray:  # pragma: no cover - compiled
+    """``bg`` plus the frame's median difference from it (``global_offset``), as
+    :func:`core.streaming.frame_model.frame_background` takes it: over one pixel in each ``step``
+    x ``step`` block, those in neither ``objects`` nor ``dynamic`` when at least ``min_still``
+    are, else all of them. ``x``, ``bg`` (h, w) float32; ``objects``, ``dynamic`` (h, w) bool.
+    Returns a new (h, w) float32 array."""
+    s = step
+    off = _median_offset(x[::s, ::s], bg[::s, ::s], objects[::s, ::s], dynamic[::s, ::s], min_still)
+    out = np.empty_like(bg)
+    h, w = bg.shape
+    for i in range(h):
+        for j in range(w):
+            out[i, j] = bg[i, j] + off
+    return out
+
+
+@njit(cache=True, nogil=True)
 def due_pixels(
     order: np.ndarray,
     start: int,
@@ -220,13 +453,77 @@ def write_samples(
 
 
 _warm = False
+#: The child process compiling the kernels into the cache (:func:`start`), and why it failed.
+_child: subprocess.Popen | None = None
+_child_err: IO[bytes] | None = None
+_failure: str | None = None
+
+#: What the child runs: the package's root on its path, then :func:`warm`.
+_CHILD = "import sys; sys.path.insert(0, {root!r}); from core.streaming import kernels; kernels.warm()"
+
+
+def cached() -> bool:
+    """Whether numba's cache holds every kernel compiled from this very source (then :func:`warm`
+    only loads them). Reads numba's cache index (its private API: any error counts as not cached)."""
+    try:
+        entries: tuple[Any, ...] = (decide, count_blinks, due_pixels, write_samples, moving_background, global_offset)
+        return all(f._cache._cache_file._load_index() for f in entries)
+    except Exception:  # noqa: BLE001 - numba's internals changed: compile as if uncached
+        return False
+
+
+def start() -> None:
+    """Make the kernels usable as soon as possible without holding up the caller.
+
+    With a filled cache they are loaded now (:func:`warm`, about 0.5 s). With an empty or stale one
+    a child process compiles them into the cache (15-20 s of one core) and this returns at once;
+    :func:`ready` loads them once the child has finished. Once per process.
+    """
+    global _child, _child_err
+    if _warm or _child is not None:
+        return
+    if cached():
+        warm()
+        return
+    root = str(pathlib.Path(__file__).resolve().parents[2])
+    _child_err = tempfile.TemporaryFile()  # a file, not a pipe: a child's long output cannot block it
+    cmd = [sys.executable, "-c", _CHILD.format(root=root)]
+    _child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=_child_err)
+
+
+def ready() -> bool:
+    """Whether the compiled kernels are loaded; called by the model's steps at each frame.
+
+    False while :func:`start`'s child compiles (the steps run the numpy reference meanwhile);
+    at the first call after it has finished, the kernels are loaded from the cache it filled
+    (about 0.5 s, once). False for good when the child failed (:func:`failure` says why).
+    """
+    global _failure
+    if _warm:
+        return True
+    if _child is None or _failure is not None or _child.poll() is None:
+        return False
+    if _child.returncode == 0 and cached():
+        warm()
+        return True
+    tail: list[str] = []
+    if _child_err is not None:
+        _child_err.seek(0)
+        tail = _child_err.read().decode(errors="replace").strip().splitlines()[-1:]
+    _failure = f"the compiling process exited with status {_child.returncode}: {' '.join(tail) or 'no message'}"
+    return False
+
+
+def failure() -> str | None:
+    """Why the kernels could not be compiled in the background (the model stays on the numpy
+    reference), or None."""
+    return _failure
 
 
 def warm() -> None:
     """Compile the kernels (or load them from numba's cache) now, on a few pixels, rather than at
-    the first frame that needs them (the first refit's). Once per process; a second call returns
-    at once. Takes 1-2 s with an empty cache, about 0.3 s with a filled one (numba's import
-    included)."""
+    the first frame that needs them. Once per process; a second call returns at once. Takes 15-20
+    s with an empty cache, about 0.5 s with a filled one."""
     global _warm
     if _warm:
         return
@@ -240,4 +537,11 @@ def warm() -> None:
     due_pixels(order, 0, 1, b, b, np.empty(4, np.int64), np.empty(4, np.int64))
     none = np.zeros(0, np.int64)
     write_samples(samples, f32, none, none, none, none, none, nbr)
+    img, on, near = np.ones((8, 8), np.float32), np.zeros((8, 8), bool), np.ones((8, 8), np.uint8)
+    dic, core = np.ones((8, 2), np.float32), np.eye(2, dtype=np.float32)
+    moving_background(
+        img, img, on, on, near, dic, dic, 4, dic[::4].copy(), dic[::4].copy(), core, core, np.eye(2), core, core,
+        1.0, 0.1, 0.1, 1.0, 1.0, 2.0, 1, 4, 1,
+    )  # fmt: skip
+    global_offset(img, img, on, on, 4, 1)
     _warm = True

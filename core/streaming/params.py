@@ -226,10 +226,11 @@ class BackgroundParams:
     kernel: str = knob(
         "numba",
         "How a frame's per-pixel steps run: compiled loops ('numba': the band, the sample "
-        "consensus, the blink counts and the samples' update, each one pass over the pixels) or "
-        "numpy ('numpy', the reference). The masks are the same to the bit; 'numpy' spares "
-        "numba's memory (about 120 MiB) for about a third more time a frame. With tolerance > 1 "
-        "the band runs in numpy either way.",
+        "consensus, the blink counts, the samples' update, and the moving background's fit with "
+        "the global offset) or numpy ('numpy', the reference). The masks are the same to the bit; "
+        "'numpy' spares numba's memory (about 120 MiB) for about a third more time a frame. On an "
+        "empty cache a child process compiles the kernels (15-20 s) while the model runs numpy. "
+        "With tolerance > 1 the band runs in numpy either way.",
         choices=("numba", "numpy"),
     )
     # ------------------------------------------------------------------ each frame's background

@@ -296,7 +296,7 @@ class SampleSet:
         # (mod fast), held in the order of j, those with j = t (mod period) are every
         # (period / fast)-th from the ((t mod period) // fast)-th.
         order = self._order[t % fast]
-        if self._kernels is not None:
+        if self._kernels is not None and self._kernels.ready():
             self._update_compiled(xf, learn_all, dyn_all, t, order)
             return
         turn = (dyn_all & learn_all)[order]

@@ -488,7 +488,10 @@ def run_worker(
     sockets = _Sockets(cfg.worker, log)
     t0 = time.perf_counter()
     worker = _Worker(cfg, log, m)  # the model's compiled kernels load here, or compile on an empty cache
-    kernel = worker.stage.model.params.kernel
+    model = worker.stage.model
+    kernel = model.params.kernel
+    if kernel == "numba" and not model.compiled:
+        kernel += ", compiling in a child process (numpy, the same masks, until then)"
     log.info("model ready in %.1f s (per-pixel steps: %s)", time.perf_counter() - t0, kernel)
     view_server = None
     if worker.view is not None:

@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from bench_hd import VIDEO, make_input  # noqa: E402
 from helpers import cpu_seconds, free_port, kdrsdl, metric, scrape, stop, wait_for  # noqa: E402
 
+from core.streaming import kernels  # noqa: E402
 from streamer.wire.protocol import decode  # noqa: E402
 
 P99_LIMIT_S = 0.100
@@ -108,6 +109,7 @@ def main():
     ap.add_argument("--max", type=int, default=12)
     ap.add_argument("--config", help="TOML file for every capture and worker")
     args = ap.parse_args()
+    kernels.warm()  # compiled into numba's cache before anything is timed: workers load them
     config = ("--config", args.config) if args.config else ()
     tmp = tempfile.mkdtemp(prefix="kdrsdl-cameras-")
     print(f"source: {VIDEO}; {os.cpu_count()} cores; {args.seconds:.0f} s measured after {args.warmup:.0f} s")

@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from bench_hd import VIDEO, make_input  # noqa: E402
 from helpers import free_port, kdrsdl, memory_mib, metric, scrape, stop, wait_for  # noqa: E402
 
+from core.streaming import kernels  # noqa: E402
 from streamer.wire.protocol import decode  # noqa: E402
 
 SAMPLE_S = 10
@@ -100,6 +101,7 @@ def main():
     ap.add_argument("--kill-every", type=float, default=5, help="minutes between kills (default %(default)s)")
     ap.add_argument("--json", help="write the figures as JSON")
     args = ap.parse_args()
+    kernels.warm()  # compiled into numba's cache before anything is timed: workers load them
     if not VIDEO.exists():
         sys.exit(f"needs the motorway video at {VIDEO}")
     tmp = tempfile.mkdtemp(prefix="kdrsdl-fleet-")

@@ -48,6 +48,7 @@ from helpers import (  # noqa: E402
     wait_for,
 )
 
+from core.streaming import kernels  # noqa: E402
 from core.streaming.params import PROCESSING_SIDE  # noqa: E402
 from core.streaming.resolution import processing_shape, reduce  # noqa: E402
 
@@ -171,6 +172,7 @@ def main():
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--config", help="TOML file for the capture and the worker")
     args = ap.parse_args()
+    kernels.warm()  # compiled into numba's cache before anything is timed: workers load them
     config = ("--config", args.config) if args.config else ()
     if not VIDEO.exists():
         raise SystemExit(f"{VIDEO} is missing")

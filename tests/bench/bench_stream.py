@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT / "tests" / "streamer"))
 from bench_ablation import value  # noqa: E402
 
 from core.evaluation.scene import SyntheticScene  # noqa: E402
+from core.streaming import kernels  # noqa: E402
 from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
 from streamer.evaluation import peers  # noqa: E402
 from streamer.evaluation.cdnet import Sequence  # noqa: E402
@@ -121,6 +122,7 @@ def main():
     ap.add_argument("--masks", action="store_true", help="first, the digest of kdrsdl-stream's masks (inline refits)")
     ap.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="one of kdrsdl-stream's knobs")
     args = ap.parse_args()
+    kernels.warm()  # compiled into numba's cache before anything is timed: workers load them
     knobs = {k: value(v) for k, v in (s.split("=", 1) for s in args.set)}
     cv2.setNumThreads(1)
     what, X = frames(args.frames, args.source)

@@ -27,6 +27,7 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from core.streaming import kernels  # noqa: E402
 from core.streaming.background import KDRSDLBackgroundSubtractor  # noqa: E402
 from streamer.config import load  # noqa: E402
 from streamer.evaluation.cdnet import Sequence, read_gray  # noqa: E402
@@ -90,6 +91,7 @@ def main():
     ap.add_argument("--json", help="write the digests here")
     ap.add_argument("--against", help="compare with the digests of an earlier --json; exit 1 if any differs")
     args = ap.parse_args()
+    kernels.warm()  # compiled now: on an empty cache the model would run numpy until a child compiled them
     sources = args.sources or [str(p) for p in DEFAULT_SOURCES]
     missing = [s for s in sources if not pathlib.Path(s).exists()]
     if missing:

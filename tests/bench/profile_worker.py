@@ -27,9 +27,12 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "streamer"))
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
+sys.path.insert(0, str(ROOT))
 
 from bench_hd import VIDEO, make_input  # noqa: E402
 from helpers import free_port, scrape, start_capture, start_worker, stop, wait_for  # noqa: E402
+
+from core.streaming import kernels  # noqa: E402
 
 #: Frames of a stack that block in C (waiting, not working).
 WAITS = ("GarbageCollectorThread.run", "_PollLikeSelector.select", "Poller.poll", "Socket.poll", "_Pacer.wait")
@@ -62,6 +65,7 @@ def main():
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--process", choices=("worker", "capture"), default="worker", help="the process to sample")
     args = ap.parse_args()
+    kernels.warm()  # compiled into numba's cache before anything is timed: workers load them
     spy = shutil.which("py-spy") or str(pathlib.Path(sys.executable).with_name("py-spy"))
     if not pathlib.Path(spy).exists():
         raise SystemExit("py-spy is not installed: pip install -e '.[profile]'")
