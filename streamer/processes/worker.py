@@ -200,6 +200,9 @@ class _Worker:
         if cfg.mqtt.host is not None:
             self.mqtt = MqttPublisher(cfg.mqtt, cfg.camera, [z.name for z in cfg.motion.zones], self.m, log)
         self.epoch, self.seq, self.rejected, self.event_seq, self.snapshot_seq = new_epoch(), 0, 0, 0, 0
+        params = self.stage.model.params
+        # whether the kernels' state was logged: at once unless a child process still compiles them
+        self._kernels_told = params.kernel != "numba" or params.decision != "pixel" or self.stage.model.compiled
         ev = cfg.events
         self.snapshots = SnapshotTaker(ev.snapshot_quality) if ev.snapshots or ev.snapshot_dir else None
         self.snapshot_dir: SnapshotDir | None = None
@@ -256,6 +259,20 @@ class _Worker:
         self.m.backlog.set(len(self.intake))
         return came
 
+    def _tell_kernels(self, seq: int) -> None:
+        """Log, once, that the compiled kernels a child process compiled took over, or why they
+        could not (the model then stays on the numpy reference: the same masks, more CPU)."""
+        model = self.stage.model
+        if model.compiled:
+            self.log.info("compiled kernels loaded: the per-pixel steps run compiled from frame %d", seq)
+            self._kernels_told = True
+            return
+        from core.streaming import kernels
+
+        if (why := kernels.failure()) is not None:
+            self.log.warning("the per-pixel steps stay on numpy (the same masks, more CPU): %s", why)
+            self._kernels_told = True
+
     def process(self, msg: Message, pub: zmq.Socket) -> None:
         """One frame: the model, its facts into metrics, the mask and its events published.
 
@@ -285,6 +302,8 @@ class _Worker:
             self.m.dropped["error"].inc()
             return
         self.m.solve_duration.observe(report.seconds)
+        if not self._kernels_told:
+            self._tell_kernels(h["seq"])
         self._refit_landed(report.refit)
         res = report.result
         assert res is not None  # a report without an exception carries the result

@@ -10,10 +10,11 @@ from core.evaluation.scene import SyntheticScene
 from streamer.wire.protocol import encode
 
 
-def start_and_first_mask(cache):
+def start_and_first_mask(cache, then_line=None):
     """Start a worker with ``NUMBA_CACHE_DIR=cache`` while frames flow at 30 fps from the start, as a
     capture started beside it sends them: (seconds to its "model ready" line, seconds from that line
-    to the first mask)."""
+    to the first mask). With ``then_line``, the frames flow on until the worker logs it (3 minutes
+    at most)."""
     frames, masks = tcp(), tcp()
     push = pusher(frames)  # ZeroMQ queues until the worker binds
     scene = SyntheticScene(120, 160, seed=2)
@@ -40,6 +41,8 @@ def start_and_first_mask(cache):
         assert msg is not None, "no mask within 30 s of the model's readiness"
         first_mask = time.monotonic()
         sub.close()
+        if then_line is not None:
+            wait_for_line(worker, then_line, 180)
     finally:
         halt.set()
         feeder.join()
@@ -51,14 +54,10 @@ def start_and_first_mask(cache):
 
 def test_the_first_mask_comes_at_once_on_an_empty_cache_and_the_kernels_load_from_it_next_time(tmp_path):
     cache = tmp_path / "numba"
-    cold_ready, cold_mask = start_and_first_mask(cache)
     # the worker does not wait for the compiler (15-20 s): a child process fills the cache while
-    # the model runs the numpy reference; it outlives the stopped worker and finishes its work
-    deadline = time.monotonic() + 180
-    while not list(cache.rglob("*global_offset*.nbi")) and time.monotonic() < deadline:
-        time.sleep(1)
+    # the model runs the numpy reference, and the compiled kernels take over mid-stream
+    cold_ready, cold_mask = start_and_first_mask(cache, then_line="compiled kernels loaded")
     assert list(cache.rglob("*global_offset*.nbi")), "the compiled kernels were not cached in NUMBA_CACHE_DIR"
-    time.sleep(2)  # the child writes the index after the code
     warm_ready, warm_mask = start_and_first_mask(cache)
     print(
         f"\nstart to ready: empty cache {cold_ready:.1f} s, filled {warm_ready:.1f} s; "
