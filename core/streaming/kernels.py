@@ -25,13 +25,14 @@ when it may be written, else where the environment variable ``NUMBA_CACHE_DIR`` 
 units and the Kubernetes pods set it, since their roots are read-only). Loading them from the cache
 takes about 0.5 s; compiling them takes 15-20 s, so on an empty cache :func:`start` compiles them in
 a child process while the model runs the numpy reference (the same masks), and :func:`ready` says
-when the compiled steps take over.
+when the compiled steps take over (once a thread has loaded them from the filled cache).
 """
 
 import pathlib
 import subprocess
 import sys
 import tempfile
+import threading
 from typing import IO, Any
 
 import numpy as np
@@ -457,6 +458,8 @@ _warm = False
 _child: subprocess.Popen | None = None
 _child_err: IO[bytes] | None = None
 _failure: str | None = None
+#: The thread loading the kernels from the cache once the child has filled it.
+_loader: threading.Thread | None = None
 
 #: What the child runs: the package's root on its path, then :func:`warm`.
 _CHILD = "import sys; sys.path.insert(0, {root!r}); from core.streaming import kernels; kernels.warm()"
@@ -494,24 +497,35 @@ def start() -> None:
 def ready() -> bool:
     """Whether the compiled kernels are loaded; called by the model's steps at each frame.
 
-    False while :func:`start`'s child compiles (the steps run the numpy reference meanwhile);
-    at the first call after it has finished, the kernels are loaded from the cache it filled
-    (about 0.5 s, once). False for good when the child failed (:func:`failure` says why).
+    False while :func:`start`'s child compiles (the steps run the numpy reference meanwhile), and
+    while a thread then loads the kernels from the cache it filled (about 0.5 s: on the caller's
+    thread that would stall a frame, and a live source's frames would be dropped). False for good
+    when the child failed (:func:`failure` says why).
     """
-    global _failure
+    global _failure, _loader
     if _warm:
         return True
-    if _child is None or _failure is not None or _child.poll() is None:
+    if _child is None or _failure is not None or _loader is not None or _child.poll() is None:
         return False
     if _child.returncode == 0 and cached():
-        warm()
-        return True
+        _loader = threading.Thread(target=_load, name="kernels-load", daemon=True)
+        _loader.start()
+        return False
     tail: list[str] = []
     if _child_err is not None:
         _child_err.seek(0)
         tail = _child_err.read().decode(errors="replace").strip().splitlines()[-1:]
     _failure = f"the compiling process exited with status {_child.returncode}: {' '.join(tail) or 'no message'}"
     return False
+
+
+def _load() -> None:
+    """:func:`warm` on the loader thread; an error becomes :func:`failure`'s reason."""
+    global _failure
+    try:
+        warm()
+    except Exception as exc:  # noqa: BLE001 - whatever numba raised: the model stays on numpy
+        _failure = f"loading the compiled kernels failed: {type(exc).__name__}: {exc}"
 
 
 def failure() -> str | None:
