@@ -22,7 +22,7 @@ from core.streaming.frame_model import frame_background, last_background, moving
 from core.streaming.ghosts import GhostParams, GhostTracker
 from core.streaming.light import LightChange, detect_light_change, map_state
 from core.streaming.params import BackgroundParams
-from core.streaming.postprocess import postprocess, square
+from core.streaming.postprocess import postprocess_restored, square
 from core.streaming.refit import RefitReport, RefitSettings, Refitter
 from core.streaming.samples import SampleParams, SampleSet
 from core.streaming.snapshot import ModelSnapshot
@@ -359,14 +359,19 @@ class KDRSDLBackgroundSubtractor:
         self._background = bg
         raw, threshold = self._raw_mask(x, bg)
         p = self.params
-        mask = postprocess(raw, p.open_size, p.close_size, p.fill_holes)
+        # the model learns from the plain mask (restored rims kept a ghost's edge from being
+        # learnt, so it never dissolved); it reports the restored one (docs/algorithm.md)
+        shaded = self._decider.shaded if self._decider is not None and threshold is None else None
+        mask, reported = postprocess_restored(raw, p.open_size, p.close_size, p.fill_holes, p.open_restore, shaded)
         if self._ghosts is not None and threshold is None:
-            self._absorb_ghosts(x, bg, mask)
+            absorbed = self._absorb_ghosts(x, bg, mask)
+            if absorbed is not None and reported is not mask:
+                reported &= ~absorbed
         if self._decider is not None and threshold is None:
             self._decider.feedback(raw, mask, inside=self.n_frames < p.warmup_blink_frames)
         self._learn(x, bg, mask)
         self.n_frames += 1
-        fgmask = mask.view(np.uint8) * np.uint8(255)
+        fgmask = reported.view(np.uint8) * np.uint8(255)
         fgmask_processing = fgmask
         if p.mask_resolution == "input":
             assert self.shape is not None
@@ -476,18 +481,20 @@ class KDRSDLBackgroundSubtractor:
             self._pending_light = change if self._pending_light is None else self._pending_light.then(change)
         return change
 
-    def _absorb_ghosts(self, x: np.ndarray, bg: np.ndarray, mask: np.ndarray) -> None:
+    def _absorb_ghosts(self, x: np.ndarray, bg: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
         """Adopt the frame as the background where a blob has looked like a ghost for
         ``ghost_frames`` frames (:mod:`core.streaming.ghosts`): the window's frames and the
-        background samples take its values there, and those pixels leave ``mask`` (in place)."""
+        background samples take its values there, and those pixels leave ``mask`` (in place).
+        Returns those pixels (bool (h, w)), or None when there are none."""
         assert self._ghosts is not None
         absorb = self._ghosts.update(x, bg, mask, self.n_frames)
         if absorb is None:
-            return
+            return None
         mask &= ~absorb
         self._window.adopt(absorb, x)
         if self._samples is not None:
             self._samples.adopt(absorb, x, self.n_frames)
+        return absorb
 
     def _raw_mask(self, x: np.ndarray, bg: np.ndarray) -> tuple[np.ndarray, float | None]:
         """The decision before post-processing, and the global threshold (None: the bands decided)."""

@@ -193,6 +193,9 @@ class PixelDecision:
         self.prev_obj = np.zeros(shape, bool)
         self.dynamic = np.zeros(shape, bool)
         self.widen: np.ndarray | None = None
+        #: The last raw decision's pixels below their band within the shadow test's ratio (before
+        #: its uniformity), bool (h, w): those the post-processing never restores.
+        self.shaded: np.ndarray = np.zeros(shape, bool)
         self._half: tuple[np.ndarray, np.ndarray] | None = None  # (sigma, its half-width before blink widening)
         self._kernels = None  # core.streaming.kernels when the compiled loops run
         if params.compiled and params.tolerance <= 1:
@@ -319,6 +322,8 @@ class PixelDecision:
             return self._raw_compiled(x, bg, sigma, samples)
         lo, hi = self.band(bg, sigma)
         dark = x < lo
+        r_lo, r_hi = p.shadow_ratio
+        self.shaded = dark & (x > np.float32(r_lo) * bg) & (x < np.float32(r_hi) * bg)
         if p.shadow and dark.any():
             dark &= ~self.shadow(x, bg, dark)
         raw = dark | (x > hi)
@@ -342,7 +347,9 @@ class PixelDecision:
             np.float32(radius), matches, np.float32(p.dynamic_blink), nbr, np.float32(lo), np.float32(hi),
             cand.reshape(-1), ratio.reshape(-1),
         )  # fmt: skip
+        self.shaded = ratio
         if p.shadow and shadowed:  # the test may veto a candidate: run it on every pixel of the ratio
+            self.shaded = ratio.copy()  # _uniform keeps only the uniform ones, in place
             cand &= ~self._uniform(x, bg, ratio)
         return cand
 

@@ -43,13 +43,18 @@ _ZERO = np.float32(0.0)
 
 
 @njit(cache=True, nogil=True)
-def _count(samples: np.ndarray, row: int, xv: np.float32, r: np.float32, k: int) -> int:  # pragma: no cover - compiled
-    """Samples of pixel ``row`` strictly within ``r`` of ``xv``."""
+def _matched(
+    samples: np.ndarray, row: int, xv: np.float32, r: np.float32, matches: int
+) -> bool:  # pragma: no cover - compiled
+    """Whether at least ``matches`` samples of pixel ``row`` lie strictly within ``r`` of ``xv``
+    (the count stops at ``matches``, as ViBe's does)."""
     c = 0
-    for s in range(k):
+    for s in range(samples.shape[1]):
         if abs(samples[row, s] - xv) < r:
             c += 1
-    return c
+            if c >= matches:
+                return True
+    return False
 
 
 @njit(cache=True, nogil=True)
@@ -103,7 +108,6 @@ def decide(
         How many pixels are both in ``cand`` and in ``ratio`` (0: the shadow test can change nothing).
     """
     n = x.shape[0]
-    k = samples.shape[1]
     shadowed = 0
     # the band, branch-free so that it vectorises; the consensus below visits the few pixels out of it
     for i in range(n):
@@ -123,11 +127,11 @@ def decide(
             continue
         xi = x[i]
         r = radius * (v[i] * gain + _ONE) if gain != _ZERO else radius
-        if _count(samples, i, xi, r, k) >= matches:
+        if _matched(samples, i, xi, r, matches):
             cand[i] = False
         elif v[i] > dynamic_blink:
             for j in range(nbr.shape[1]):
-                if _count(samples, nbr[i, j], xi, r, k) >= matches:
+                if _matched(samples, nbr[i, j], xi, r, matches):
                     cand[i] = False
                     break
         if not cand[i] and ratio[i]:

@@ -406,6 +406,15 @@ class BackgroundParams:
     open_size: int = knob(
         3, "Side of the square of the mask's opening (removes specks); 0 or 1 = none.", "pixels", 0, 51
     )
+    open_restore: float = knob(
+        0.8,
+        "After the opening, a blob (8-connected, pixels that look like a cast shadow left out) that "
+        "kept at least this share of its pixels gets back the rim the opening took "
+        "(core.streaming.postprocess.restore_rims); 0 = a plain opening.",
+        "",
+        0,
+        1,
+    )
     close_size: int = knob(
         7,
         "Side of the square of the closing that follows (joins the parts of an object); 0 or 1 = none.",

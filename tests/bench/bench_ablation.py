@@ -38,6 +38,7 @@ VARIANTS = {
     "no blink feedback": {"blink_gain": 0.0},
     "no global offset": {"global_offset": False},
     "no hole filling": {"fill_holes": False},
+    "no rims restored after the opening": {"open_restore": 0.0},
     "spatial tolerance 5 where the blink count exceeds 0.5": {"tolerance": 5},
     "no shadow test": {"shadow": False},
     "no background samples (v2's decision)": {"samples": 0},

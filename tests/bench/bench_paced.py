@@ -49,7 +49,7 @@ STEPS = {
     "band": (decision.PixelDecision, "band"),
     "shadow": (decision.PixelDecision, "shadow"),
     "consensus": (samples.SampleSet, "match"),
-    "post-processing": (background, "postprocess"),
+    "post-processing": (background, "postprocess_restored"),
     "feedback": (decision.PixelDecision, "feedback"),
     "ghosts": (KDRSDLBackgroundSubtractor, "_absorb_ghosts"),
     "learning": (KDRSDLBackgroundSubtractor, "_learn"),

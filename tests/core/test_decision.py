@@ -1,12 +1,13 @@
 """The per-pixel decision (core.streaming.decision) and the OpenCV post-processing (core.streaming.postprocess)."""
 
+import cv2
 import numpy as np
 import pytest
 import scipy.ndimage
 
 from core.streaming.background import KDRSDLBackgroundSubtractor
 from core.streaming.decision import DecisionParams, PixelDecision, pixel_spread
-from core.streaming.postprocess import fill_holes, postprocess
+from core.streaming.postprocess import fill_holes, postprocess, postprocess_restored, restore_rims, square
 
 
 def test_pixel_spread_recovers_each_pixels_noise_and_ignores_foreground_in_E():
@@ -217,3 +218,35 @@ def test_a_noisy_cast_shadow_is_vetoed_thin_dark_limbs_are_not():
     assert unsmoothed.raw(x, bg, sigma)[14:36, 14:36].mean() > 0.7
     # the limbs' neighbourhoods straddle their edges, so their ratio is not uniform: foreground
     assert raw[47:56, 20:22].all() and raw[47:56, 30:32].all()
+
+
+def test_restore_rims_gives_a_solid_blob_its_thin_parts_back_and_leaves_specks_and_shadows_out():
+    raw = np.zeros((40, 60), np.uint8)
+    raw[10:20, 10:20] = 1  # a car's body: 100 pixels, all kept by a 3 x 3 opening
+    raw[14, 20:26] = 1  # its mirror, 1 pixel thin: 6 pixels, lost to the opening
+    raw[20, 12] = 1  # a pixel of its rim
+    raw[15, 0:10] = 1  # a shadow's edge from its side, 1 pixel thin
+    shaded = np.zeros(raw.shape, bool)
+    shaded[15, 0:10] = True  # darker than the background within the shadow ratio
+    raw[10:13, 40:43] = 1  # a cluster of leaves: a 3 x 3 core the opening keeps ...
+    rows, cols = np.mgrid[13:20, 38:47]
+    raw[rows, cols] |= ((rows + cols) % 2 == 0).astype(np.uint8)  # ... and a field of specks, 8-connected to it
+    opened = cv2.morphologyEx(raw, cv2.MORPH_OPEN, square(3))
+    assert opened.sum() == 100 + 9 and opened[10:20, 10:20].all() and opened[10:13, 40:43].all()
+
+    got = restore_rims(raw, opened, 0.8, shaded).view(bool)
+    car = np.zeros(raw.shape, bool)
+    car[10:20, 10:20] = car[14, 20:26] = car[20, 12] = True  # 107 pixels, 100 kept by the opening: 0.93
+    np.testing.assert_array_equal(got[:, :30], car[:, :30])  # the mirror and the rim back, not the shadow's edge
+    # the leaves: 9 of 9 + 31 pixels kept (0.23 < 0.8): only the opened core stays
+    np.testing.assert_array_equal(got[:, 30:], opened[:, 30:].view(bool))
+    # a share low enough takes the specks back too; without the exclusion, the shadow's edge
+    # joins the car (100 of 117 pixels kept: 0.85)
+    assert restore_rims(raw, opened, 0.2, shaded)[13:20, 38:47].sum() == 31
+    assert restore_rims(raw, opened, 0.8)[15, 0:10].all()
+    # the plain and the restored masks from the same opening; the same array when nothing is restored
+    plain, restored = postprocess_restored(raw, 3, 0, False, 0.8, shaded)
+    np.testing.assert_array_equal(plain, postprocess(raw, 3, 0, False))
+    np.testing.assert_array_equal(restored, got)
+    plain, restored = postprocess_restored(opened, 3, 7, True, 0.8)
+    assert restored is plain
