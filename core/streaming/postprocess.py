@@ -47,7 +47,9 @@ def fill_holes(mask: np.ndarray) -> np.ndarray:
     return out
 
 
-def restore_rims(raw: np.ndarray, opened: np.ndarray, solidity: float, exclude: np.ndarray | None = None) -> np.ndarray:
+def restore_rims(
+    raw: np.ndarray, opened: np.ndarray, solidity: float, exclude: np.ndarray | None = None, compiled: bool = False
+) -> np.ndarray:
     """Opening by reconstruction, for solid blobs only: a blob of the mask before the opening
     that the opening left mostly whole gets back the rim it nibbled.
 
@@ -68,20 +70,37 @@ def restore_rims(raw: np.ndarray, opened: np.ndarray, solidity: float, exclude: 
     exclude : ndarray, shape (h, w), bool, optional
         Pixels never restored, nor counted in a blob (those that look like a cast shadow, whose
         specks would otherwise come back with the person who casts them).
+    compiled : bool
+        Run :func:`core.streaming.kernels.restore_rims` (the kernels loaded), to the same mask:
+        it visits only the blobs the opening nibbled, where OpenCV's labelling and numpy's counts
+        pass over the whole frame (0.05 against 0.4 ms at 320 x 240).
 
     Returns
     -------
     ndarray, shape (h, w), uint8 (0 or 1)
-        ``opened`` with the restored blobs.
+        ``opened`` with the restored blobs (``opened`` itself when none is).
     """
     allow = raw if exclude is None else cv2.bitwise_and(raw, 1 - exclude.view(np.uint8))
-    n, labels, stats, _ = cv2.connectedComponentsWithStats(allow, connectivity=8)
-    if n <= 1:
+    if compiled:
+        from core.streaming import kernels
+
+        out = opened.copy()
+        return out if kernels.restore_rims(allow, opened, float(solidity), out) else opened
+    lost = np.flatnonzero(cv2.subtract(allow, opened))  # the blobs' pixels the opening took
+    if lost.size == 0:
         return opened
+    # the labels alone, the areas by counting: OpenCV's statistics cost 0.7 ms a frame, these 0.2
+    n, labels = cv2.connectedComponents(allow, connectivity=8)
+    area = np.bincount(labels[allow.view(bool)], minlength=n)
     kept = np.bincount(labels[opened.view(bool)], minlength=n)
-    whole = (kept >= np.float64(solidity) * stats[:, cv2.CC_STAT_AREA]).view(np.uint8)
-    whole[0] = 0  # the background of allow
-    return whole[labels] | opened
+    whole = kept >= np.float64(solidity) * area
+    whole[0] = False  # the background of allow
+    back = lost[whole[labels.reshape(-1)[lost]]]
+    if back.size == 0:
+        return opened
+    out = opened.copy()
+    out.reshape(-1)[back] = 1
+    return out
 
 
 def postprocess(mask: np.ndarray, open_size: int = 3, close_size: int = 7, fill: bool = True) -> np.ndarray:
@@ -113,6 +132,7 @@ def postprocess_restored(
     fill: bool = True,
     restore: float = 0.0,
     exclude: np.ndarray | None = None,
+    compiled: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`postprocess`, and the same with the solid blobs' rims restored after the opening.
 
@@ -124,6 +144,8 @@ def postprocess_restored(
         The :func:`restore_rims` share (``open_restore``); 0 = none.
     exclude : ndarray, shape (h, w), bool, optional
         Pixels :func:`restore_rims` never restores.
+    compiled : bool
+        :func:`restore_rims` by its compiled kernel.
 
     Returns
     -------
@@ -138,8 +160,8 @@ def postprocess_restored(
     if open_size > 1:
         opened = cv2.morphologyEx(m, cv2.MORPH_OPEN, square(open_size))
         if restore > 0:
-            restored = restore_rims(m, opened, restore, exclude)
-            if restored is opened or not cv2.countNonZero(restored - opened):
+            restored = restore_rims(m, opened, restore, exclude, compiled)
+            if restored is opened:
                 restored = None
         m = opened
     plain = _close_fill(m, close_size, fill)
