@@ -57,7 +57,7 @@ def restore_rims(
     the opening kept at least ``solidity`` of its pixels: the opening then took only its thin
     parts (an object's rim, a limb, a mirror), which are foreground. A cluster of specks (leaves
     in the wind, noise around a blob) loses most of itself to the opening and stays opened, so
-    that its specks do not come back with the blob they touch (docs/algorithm.md, "Post-processing").
+    that its specks do not come back with the blob they touch (docs/algorithm.md, "Rims").
 
     Parameters
     ----------

@@ -400,7 +400,7 @@ def test_a_refit_that_overflows_is_dropped_and_counted_as_a_reset():
 
 @pytest.mark.shared_data
 def test_restored_rims_are_reported_and_never_learnt_on_highway():
-    # open_restore (docs/algorithm.md, "Post-processing"): the reported mask gets back the rims the
+    # open_restore (docs/algorithm.md, "Rims"): the reported mask gets back the rims the
     # opening took from solid blobs; the model learns from the plain mask, so that a model without
     # the rule learns exactly the same (its masks are the plain ones, to the bit) and a ghost's edge
     # is still learnt. On the full sequence the rule lifts F from 0.938 to 0.953 (bench_ablation);
