@@ -267,12 +267,16 @@ class PixelDecision:
         of ``where`` within the ratio range) that survive a 3 x 3 erosion, with a margin of half
         the window: a shadow is a region, and most frames' candidates are specks of noise.
         """
-        p = self.params
-        lo, hi = p.shadow_ratio
-        out = (x > np.float32(lo) * bg) & (x < np.float32(hi) * bg)  # the ratio test, without dividing
+        return self._uniform(x, bg, self._in_ratio(x, bg, where))
+
+    def _in_ratio(self, x: np.ndarray, bg: np.ndarray, where: np.ndarray | None) -> np.ndarray:
+        """Pixels of ``where`` (None = everywhere) whose ``x / bg`` lies within ``shadow_ratio``,
+        bool (h, w), a new array (the ratio test, without dividing)."""
+        lo, hi = self.params.shadow_ratio
+        out = (x > np.float32(lo) * bg) & (x < np.float32(hi) * bg)
         if where is not None:
             out &= where
-        return self._uniform(x, bg, out)
+        return out
 
     def _uniform(self, x: np.ndarray, bg: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Of the candidates ``out`` (bool (h, w), those within the ratio range; changed in place
@@ -322,10 +326,9 @@ class PixelDecision:
             return self._raw_compiled(x, bg, sigma, samples)
         lo, hi = self.band(bg, sigma)
         dark = x < lo
-        r_lo, r_hi = p.shadow_ratio
-        self.shaded = dark & (x > np.float32(r_lo) * bg) & (x < np.float32(r_hi) * bg)
-        if p.shadow and dark.any():
-            dark &= ~self.shadow(x, bg, dark)
+        self.shaded = self._in_ratio(x, bg, dark)
+        if p.shadow and dark.any():  # shadow(x, bg, dark), its ratio test already done
+            dark &= ~self._uniform(x, bg, self.shaded.copy())
         raw = dark | (x > hi)
         if samples is not None:
             raw &= ~samples.match(x, raw, self.widen, self.dynamic)

@@ -47,7 +47,7 @@ STEPS = {
     "frame background": (background, "frame_background"),
     "raw decision": (decision.PixelDecision, "raw"),
     "band": (decision.PixelDecision, "band"),
-    "shadow": (decision.PixelDecision, "shadow"),
+    "shadow": (decision.PixelDecision, "_uniform"),
     "consensus": (samples.SampleSet, "match"),
     "post-processing": (background, "postprocess_restored"),
     "feedback": (decision.PixelDecision, "feedback"),
