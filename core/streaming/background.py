@@ -363,7 +363,7 @@ class KDRSDLBackgroundSubtractor:
         # learnt, so it never dissolved); it reports the restored one (docs/algorithm.md)
         shaded = self._decider.shaded if self._decider is not None and threshold is None else None
         mask, reported = postprocess_restored(
-            raw, p.open_size, p.close_size, p.fill_holes, p.open_restore, shaded, shaded is not None and self.compiled
+            raw, p.open_size, p.close_size, p.fill_holes, p.open_restore, shaded, self.compiled
         )
         if self._ghosts is not None and threshold is None:
             absorbed = self._absorb_ghosts(x, bg, mask)

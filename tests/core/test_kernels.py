@@ -163,6 +163,69 @@ def test_restore_rims_equals_the_numpy_reconstruction(seed, solidity):
     assert (restore_rims(raw, opened, solidity) is opened) == (solidity == 1.0)
 
 
+def test_fill_holes_equals_the_flood_fill():
+    """The runs' union-find fills what OpenCV's flood fill (and scipy's binary_fill_holes) fills:
+    nested rings, holes that reach the border through a diagonal only (4-connected background: a
+    hole), a full and an empty frame, one row, one column, and random fields."""
+    from core.streaming.postprocess import fill_holes
+
+    ring = np.zeros((12, 14), np.uint8)
+    ring[2:10, 2:12] = 1
+    ring[3:9, 3:11] = 0
+    ring[4:8, 4:10] = 1  # a ring inside the hole: its own hole, inside that one
+    ring[5:7, 5:9] = 0
+    corner = np.zeros((5, 5), np.uint8)
+    corner[:3, :3] = 1
+    corner[1, 1] = corner[0, 0] = 0  # (0, 0) is on the border; (1, 1) touches it only diagonally
+    diagonal = np.ones((5, 5), np.uint8)
+    diagonal[0, 0] = diagonal[1, 1] = diagonal[2, 2] = 0  # a diagonal line of background from the border
+    cases = [ring, corner, diagonal, np.zeros((7, 9), np.uint8), np.ones((7, 9), np.uint8)]
+    cases += [np.array([[1, 0, 1, 0, 0, 1]], np.uint8), np.array([[1], [0], [1]], np.uint8)]
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        shape = tuple(int(v) for v in rng.integers(1, 40, 2))
+        field = rng.random(shape) < rng.uniform(0.2, 0.8)
+        cases.append(cv2.dilate(field.astype(np.uint8), np.ones((2, 2), np.uint8)))
+    holes = 0
+    for m in cases:
+        want = fill_holes(m)
+        got = fill_holes(m, compiled=True)
+        np.testing.assert_array_equal(got, want)
+        holes += int(np.count_nonzero(want != m))
+    assert fill_holes(ring, compiled=True)[5, 5] == 1 and fill_holes(ring, compiled=True)[3, 3] == 1
+    # the background is 4-connected: a pixel joined to the border by diagonals alone is a hole
+    np.testing.assert_array_equal(fill_holes(corner, compiled=True)[:2, :2], [[0, 1], [1, 1]])
+    assert fill_holes(diagonal, compiled=True).sum() == 24
+    assert holes > 1000  # the random fields hold holes: the comparison is not of empty fills
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_postprocess_in_one_call_equals_the_reference(seed):
+    """The compiled post-processing (opening, rims, closing, filling in one call) gives the
+    reference's plain and reported masks at every square side from 0 to 11, even ones included
+    (OpenCV's anchor), with and without exclusions, and the same array for both when nothing was
+    restored."""
+    from core.streaming.postprocess import postprocess_restored
+
+    rng = np.random.default_rng(seed)
+    restored = 0
+    for k in range(400):
+        shape = tuple(int(v) for v in rng.integers(1, 60, 2))
+        raw = cv2.GaussianBlur(rng.random(shape), (0, 0), 2) > 0.5  # blobs with ragged rims
+        raw |= rng.random(shape) < rng.uniform(0, 0.2)  # and specks
+        exclude = rng.random(shape) < 0.05 if k % 3 else None
+        open_size, close_size = int(rng.integers(0, 10)), int(rng.integers(0, 12))
+        fill, solidity = bool(k % 4), float(rng.choice([0.0, 0.3, 0.8, 1.0]))
+        want = postprocess_restored(raw, open_size, close_size, fill, solidity, exclude)
+        got = postprocess_restored(raw, open_size, close_size, fill, solidity, exclude, compiled=True)
+        for a, b in zip(want, got, strict=True):
+            assert a.dtype == b.dtype == bool
+            np.testing.assert_array_equal(b, a, err_msg=f"case {k}: sides {open_size}, {close_size}")
+        assert (got[0] is got[1]) == (want[0] is want[1])
+        restored += want[0] is not want[1]
+    assert restored > 50  # rims were restored in many cases: the reported masks were compared too
+
+
 def test_the_model_gives_the_same_masks_on_a_generated_scene():
     scene = SyntheticScene(96, 128, n_objects=3, seed=4)
     frames = [scene.frame_uint8(t) for t in range(400)]
