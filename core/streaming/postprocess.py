@@ -86,7 +86,7 @@ def restore_rims(
     compiled : bool
         Run :func:`core.streaming.kernels.restore_rims` (the kernels loaded), to the same mask:
         it visits only the blobs the opening nibbled, where OpenCV's labelling and numpy's counts
-        pass over the whole frame (0.25 against 0.50 ms a frame on the motorway video).
+        pass over the whole frame (0.11 against 0.35 ms a frame on the motorway video, back to back).
 
     Returns
     -------
