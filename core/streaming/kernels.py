@@ -491,8 +491,12 @@ def restore_rims(
     free = np.empty(h * w, np.uint8)
     for p in range(np.uint64(h * w)):
         free[p] = raw1[p] & ~np.uint8(ex1[p]) & np.uint8(1)
-    # the queue, rows and columns apart (no division per pixel); only the pages a blob fills are touched
-    rows, cols = np.empty(h * w, np.int32), np.empty(h * w, np.int32)
+    # the queue, rows and columns apart (no division per pixel), as long as the blobs' pixels: a
+    # frame-sized one each frame grew a worker's heap by tens of MiB under load (test_overload)
+    n_free = 0
+    for p in range(np.uint64(h * w)):
+        n_free += free[p]
+    rows, cols = np.empty(max(n_free, 1), np.int32), np.empty(max(n_free, 1), np.int32)
     restored = 0
     for i in range(h):
         # a row without a pixel the opening took is skipped after one vectorised pass over it
