@@ -352,8 +352,8 @@ class PixelDecision:
         )  # fmt: skip
         self.shaded = ratio
         if p.shadow and shadowed:  # the test may veto a candidate: run it on every pixel of the ratio
-            self.shaded = ratio.copy()  # _uniform keeps only the uniform ones, in place
-            cand &= ~self._uniform(x, bg, ratio)
+            spread2 = np.float32(p.shadow_spread**2)
+            self._kernels.uniform_shadow(x, bg, ratio, cand, p.shadow_smooth, p.shadow_window, spread2)
         return cand
 
     def feedback(self, raw: np.ndarray, mask: np.ndarray, inside: bool = False) -> None:

@@ -5,12 +5,14 @@ The numpy implementation of each step (:mod:`core.streaming.decision`,
 here does that step's per-pixel work in one pass over the pixels, reading each pixel's state
 once, in the same float32 operations in the same order, so that the masks are the same to the
 bit (tests/core/test_kernels.py; ``tests/bench/digest_masks.py`` over the six sequences and the
-motorway video). The steps that stay with OpenCV (the shadow test's box filters, the learning's
-dilations) are compiled C already. docs/design.md, "The compiled per-frame pass", says why numba.
+motorway video). The steps that stay with OpenCV (the learning's dilations) are compiled C
+already. docs/design.md, "The compiled per-frame pass", says why numba.
 
 - :func:`decide`: the band (``max(k_sigma sigma, floor)`` widened by the blink count), which side
   of it the pixel is on, the shadow test's ratio condition, and the sample consensus of the
   pixels outside the band, the dynamic ones' 3 x 3 neighbours' samples included;
+- :func:`uniform_shadow`: the shadow test's uniformity over the candidates' bounding box, its box
+  filters summed as OpenCV's are (float64, in OpenCV's order), so the means are OpenCV's to the bit;
 - :func:`count_blinks`: the blink count's update from the raw decision's flips;
 - :func:`due_pixels` and :func:`write_samples`: the background samples' conservative update,
   with the random draws made by numpy's generator between the two (the same stream as the
@@ -742,6 +744,184 @@ def postprocess(
     return restored
 
 
+@njit(cache=True, nogil=True)
+def _reflect101(p: int, n: int) -> int:  # pragma: no cover - compiled
+    """Index ``p`` mapped into ``[0, n)`` as OpenCV's ``BORDER_REFLECT_101`` maps it (``gfedcb|abcdefgh|gfedcba``)."""
+    if n == 1:
+        return 0
+    while p < 0 or p >= n:
+        p = -p if p < 0 else 2 * (n - 1) - p
+    return p
+
+
+@njit(cache=True, nogil=True)
+def _row_sums(row: np.ndarray, k: int, pad: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
+    """The ``k``-wide sums along one float32 row, in float64 into ``out``, as OpenCV's box filter
+    takes them (:func:`_box_mean`): ``row`` padded by ``BORDER_REFLECT_101`` into ``pad``
+    (length ``w + k - 1``), then a plain sum left to right for ``k`` of 3 and 5, a running one
+    for other sides."""
+    w = row.shape[0]
+    a = k // 2
+    start = np.uint64(a)
+    for j in range(np.uint64(w)):
+        pad[start + j] = row[j]
+    for j in range(a):
+        pad[j] = row[_reflect101(j - a, w)]
+    for j in range(w + a, w + k - 1):
+        pad[j] = row[_reflect101(j - a, w)]
+    if k == 3:
+        for j in range(np.uint64(w)):
+            out[j] = pad[j] + pad[j + np.uint64(1)] + pad[j + np.uint64(2)]
+    elif k == 5:
+        for j in range(np.uint64(w)):
+            out[j] = (
+                pad[j] + pad[j + np.uint64(1)] + pad[j + np.uint64(2)] + pad[j + np.uint64(3)] + pad[j + np.uint64(4)]
+            )
+    else:
+        t = 0.0
+        for d in range(k):
+            t += pad[d]
+        out[0] = t
+        for j in range(1, w):
+            t += pad[j + k - 1] - pad[j - 1]
+            out[j] = t
+
+
+@njit(cache=True, nogil=True)
+def _box_mean(src: np.ndarray, k: int, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+    """``cv2.blur(src, (k, k))`` of a float32 (h, w) array into ``dst`` (not ``src``), to the bit.
+
+    OpenCV's box filter of float32 sums in float64: along each row (:func:`_row_sums`), then down
+    the columns (a running sum: the new row added, the output scaled by ``1 / k^2``, the oldest
+    row taken off), with its anchor (``k // 2``) and its default border (``BORDER_REFLECT_101`` of
+    ``src`` itself). The same additions in the same order give the same float64 sums, hence the
+    same float32 means. Each loop runs along a row, so that it vectorises."""
+    h, w = src.shape
+    a = k // 2
+    pad = np.empty(w + k - 1, np.float64)
+    # the bordered rows enter in order, row t being src's row reflect101(t - a); the last k rows'
+    # sums are kept in a ring (in cache, where a frame's would not be)
+    ring = np.empty((k, w), np.float64)
+    acc = np.zeros(w, np.float64)
+    for t in range(k - 1):
+        _row_sums(src[_reflect101(t - a, h)], k, pad, ring[t % k])
+        for j in range(w):
+            acc[j] += ring[t % k, j]
+    scale = 1.0 / (k * k)
+    for i in range(h):
+        new, old, out = ring[(i + k - 1) % k], ring[i % k], dst[i]
+        _row_sums(src[_reflect101(i + k - 1 - a, h)], k, pad, new)
+        for j in range(w):
+            t = acc[j] + new[j]
+            out[j] = np.float32(t * scale)
+            acc[j] = t - old[j]
+
+
+@njit(cache=True, nogil=True)
+def uniform_shadow(
+    x: np.ndarray,
+    bg: np.ndarray,
+    ratio: np.ndarray,
+    cand: np.ndarray,
+    smooth: int,
+    window: int,
+    spread2: np.float32,
+) -> int:  # pragma: no cover - compiled
+    """The shadow test's uniformity (:meth:`core.streaming.decision.PixelDecision.shadow`) in one
+    call: of the pixels of ``ratio``, those whose ratio ``x / bg`` (smoothed over ``smooth`` x
+    ``smooth``) varies by less than ``sqrt(spread2)`` over ``window`` x ``window`` leave ``cand``.
+    The same pixels as the reference's erosion, bounding box and four OpenCV box filters: the
+    means are OpenCV's to the bit (:func:`_box_mean`), the window's two taken in one pass and
+    tested as they come.
+
+    Parameters
+    ----------
+    x, bg : ndarray, shape (h, w), float32
+        The frame and its background, intensity in [0, 1].
+    ratio : ndarray, shape (h, w), bool
+        The candidates: below the band, ``x / bg`` within the shadow's bounds (not changed).
+    cand : ndarray, shape (h, w), bool (changed)
+        The raw foreground; the shadows found are cleared from it.
+    smooth, window : int
+        ``shadow_smooth`` and ``shadow_window``, pixels.
+    spread2 : float32
+        ``shadow_spread ** 2``.
+
+    Returns
+    -------
+    int
+        How many pixels the test found to be shadows (in ``ratio`` and uniform).
+    """
+    h, w = x.shape
+    # the bounding box of the candidates that survive a 3 x 3 erosion (OpenCV's: outside counts as set)
+    seeds = np.empty((h, w), np.uint8)
+    _extreme(ratio.view(np.uint8), np.empty((h, w), np.uint8), seeds, 3, False)
+    r0, r1, c0, c1 = h, -1, w, -1
+    for i in range(h):
+        row = seeds[i]
+        first, last = w, -1
+        for j in range(w):
+            if row[j]:
+                first = j
+                break
+        if first == w:
+            continue
+        for j in range(w - 1, -1, -1):
+            if row[j]:
+                last = j
+                break
+        r0, r1, c0, c1 = min(r0, i), i, min(c0, first), max(c1, last)
+    if r1 < 0:
+        return 0
+    m = window // 2 + smooth // 2 + 1
+    y0, y1, x0, x1 = max(r0 - m, 0), min(r1 + 1 + m, h), max(c0 - m, 0), min(c1 + 1 + m, w)
+    bh, bw = y1 - y0, x1 - x0
+    # the ratio over the box, smoothed
+    r = np.empty((bh, bw), np.float32)
+    floor = np.float32(1 / 255)
+    for i in range(bh):
+        xr, br, rr = x[y0 + i, x0:x1], bg[y0 + i, x0:x1], r[i]
+        for j in range(bw):
+            rr[j] = xr[j] / max(br[j], floor)
+    if smooth > 1:
+        smoothed = np.empty((bh, bw), np.float32)
+        _box_mean(r, smooth, smoothed)
+        r = smoothed
+    # the window's means of the ratio and of its square in one pass (as _box_mean takes them), each
+    # output row tested as it comes
+    k, a = window, window // 2
+    ratio8, cand8 = ratio.view(np.uint8), cand.view(np.uint8)
+    pad = np.empty(bw + k - 1, np.float64)
+    sq = np.empty(bw, np.float32)
+    ring_m, ring_q = np.empty((k, bw), np.float64), np.empty((k, bw), np.float64)
+    acc_m, acc_q = np.zeros(bw, np.float64), np.zeros(bw, np.float64)
+    scale = 1.0 / (k * k)
+    found = 0
+    for t in range(bh + k - 1):
+        rr = r[_reflect101(t - a, bh)]
+        for j in range(bw):
+            sq[j] = rr[j] * rr[j]
+        nm, nq = ring_m[t % k], ring_q[t % k]
+        _row_sums(rr, k, pad, nm)
+        _row_sums(sq, k, pad, nq)
+        i = t - (k - 1)  # the output row this one completes
+        if i < 0:
+            for j in range(bw):
+                acc_m[j] += nm[j]
+                acc_q[j] += nq[j]
+            continue
+        om, oq = ring_m[i % k], ring_q[i % k]
+        rat, cr = ratio8[y0 + i, x0:x1], cand8[y0 + i, x0:x1]
+        for j in range(bw):  # branch-free, so that it vectorises
+            tm, tq = acc_m[j] + nm[j], acc_q[j] + nq[j]
+            mean, mean_sq = np.float32(tm * scale), np.float32(tq * scale)
+            acc_m[j], acc_q[j] = tm - om[j], tq - oq[j]
+            shade = rat[j] & np.uint8(mean_sq - mean * mean < spread2)
+            cr[j] &= shade ^ np.uint8(1)
+            found += shade
+    return found
+
+
 _warm = False
 #: The child process compiling the kernels into the cache (:func:`start`), and why it failed.
 _child: subprocess.Popen | None = None
@@ -768,6 +948,7 @@ def cached() -> bool:
             restore_rims,
             fill_holes,
             postprocess,
+            uniform_shadow,
         )
         return all(f._cache._cache_file._load_index() for f in entries)
     except Exception:  # noqa: BLE001 - numba's internals changed: compile as if uncached
@@ -861,4 +1042,5 @@ def warm() -> None:
     restore_rims(blob, np.zeros((4, 4), bool), blob, 0.8, blob.copy())
     fill_holes(blob, blob.copy())
     postprocess(blob, np.zeros((4, 4), bool), 3, 7, True, 0.8, blob.copy(), blob.copy())
+    uniform_shadow(img, img, on, on.copy(), 3, 5, np.float32(0.0025))
     _warm = True

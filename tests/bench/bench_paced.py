@@ -48,6 +48,7 @@ STEPS = {
     "raw decision": (decision.PixelDecision, "raw"),
     "band": (decision.PixelDecision, "band"),
     "shadow": (decision.PixelDecision, "_uniform"),
+    "shadow, compiled": (kernels, "uniform_shadow"),
     "consensus": (samples.SampleSet, "match"),
     "post-processing": (background, "postprocess_restored"),
     "feedback": (decision.PixelDecision, "feedback"),

@@ -76,6 +76,55 @@ def test_decide_equals_the_numpy_decision_to_the_bit(seed, knobs):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_shadow_test_equals_opencvs_box_filters_to_the_bit(seed):
+    """The compiled uniformity test finds the reference's shadows (an erosion, a bounding box,
+    OpenCV's box filters) at every window and smoothing side the knobs allow, on frames from 1 x 1
+    pixel to 240 x 320, with ratios up to 255 (a bright pixel over a black background: the float64
+    sums are then inexact, so the order of the additions matters)."""
+    from core.streaming import kernels
+
+    rng = np.random.default_rng(seed)
+    shadows = 0
+    for k in range(150):
+        shape = tuple(int(v) for v in (rng.integers(1, 40, 2) if k % 3 else rng.integers(40, 321, 2)))
+        window, smooth = int(rng.choice([3, 5, 7, 9])), int(rng.choice([1, 3, 5]))
+        d = PixelDecision(shape, DecisionParams(shadow_window=window, shadow_smooth=smooth))
+        bg = (rng.integers(0, 256, shape) / 255).astype(np.float32)
+        x = (bg * rng.uniform(0.7, 0.85) + rng.normal(0, rng.choice([0.0, 0.01, 0.05]), shape)).astype(np.float32)
+        x[rng.random(shape) < 0.05] = 1.0  # specks far above a dark background
+        ratio = cv2.GaussianBlur(rng.random(shape), (0, 0), 3) > rng.uniform(0.3, 0.6)
+        cand = rng.random(shape) < 0.7
+        want = cand & ~d._uniform(x, bg, ratio.copy())
+        got, before = cand.copy(), ratio.copy()
+        found = kernels.uniform_shadow(x, bg, ratio, got, smooth, window, np.float32(d.params.shadow_spread**2))
+        np.testing.assert_array_equal(got, want, err_msg=f"case {k}: {shape}, window {window}, smooth {smooth}")
+        np.testing.assert_array_equal(ratio, before)  # the candidates are not changed
+        shadows += found
+    assert shadows > 10_000  # shadows were found: the comparison is not of untouched masks
+
+
+def test_the_box_means_are_opencvs_to_the_bit():
+    """The shadow test's box filter gives cv2.blur's float32 means exactly. The masks above rarely
+    hinge on the last bit of a mean; these values do: squared ratios from 1e-5 to 65025 side by
+    side, whose float64 sums are inexact, so a sum taken in another order than OpenCV's (a running
+    row sum for sides 3 and 5, or a division instead of its product by 1 / k^2) differs in the
+    last bit of some means (measured: in a few of 300 frames)."""
+    from core.streaming import kernels
+
+    rng = np.random.default_rng(7)
+    for k in range(300):
+        shape = tuple(int(v) for v in (rng.integers(1, 40, 2) if k % 2 else rng.integers(100, 400, 2)))
+        x = (rng.integers(0, 256, shape) / 255).astype(np.float32)
+        bg = (rng.integers(0, 256, shape) / 255 * rng.uniform(0.5, 1.0)).astype(np.float32)
+        r = x / np.maximum(bg, np.float32(1 / 255))
+        for a in (r, r * r):
+            for side in (3, 5, 7):
+                got = np.empty_like(a)
+                kernels._box_mean(a, side, got)
+                np.testing.assert_array_equal(got, cv2.blur(a, (side, side)), err_msg=f"case {k}: {shape}, {side}")
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_blink_counts_equal_the_numpy_feedback_to_the_bit(seed):
     (dn, _), (dc, _) = pair(seed)
