@@ -20,7 +20,7 @@ from core.streaming import resolution, snapshot
 from core.streaming.decision import DecisionParams, PixelDecision, global_threshold
 from core.streaming.frame_model import frame_background, last_background, moving_fitter
 from core.streaming.ghosts import GhostParams, GhostTracker
-from core.streaming.light import LightChange, detect_light_change, map_state
+from core.streaming.light import LightChange, detect_light_change, map_state, sample_step, unchanged
 from core.streaming.params import BackgroundParams
 from core.streaming.postprocess import postprocess_restored, square
 from core.streaming.refit import RefitReport, RefitSettings, Refitter
@@ -471,6 +471,11 @@ class KDRSDLBackgroundSubtractor:
         if not p.light_change or st is None or st.M is None or self._decider is None:
             return None
         assert self._sigma is not None
+        if self.compiled:  # most frames stop at the sampled pixels' sums: one call for them
+            from core.streaming import kernels
+
+            if unchanged(kernels.light_moments(x, st.M, self._decider.prev_obj, sample_step(x.shape))):
+                return None
         change = detect_light_change(x, st.M, self._decider.half(self._sigma), ~self._decider.prev_obj)
         if change is None:
             return None

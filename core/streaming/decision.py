@@ -372,21 +372,19 @@ class PixelDecision:
             flagged as one blob).
         """
         p = self.params
-        if p.blink_gain > 0:
+        if p.blink_gain > 0 and self._kernels is not None and self._kernels.ready():
+            self.dynamic = np.empty(self.shape, bool)
+            self._kernels.feedback(
+                raw, self.prev_raw, self.prev_obj, p.object_margin, inside, self.v,
+                np.float32(p.blink_down), np.float32(p.blink_up + p.blink_down), np.float32(p.blink_max),
+                np.float32(p.dynamic_blink), self.dynamic,
+            )  # fmt: skip
+        elif p.blink_gain > 0:
             objects = self.prev_obj
             if inside:
                 objects = np.zeros_like(objects)
             elif p.object_margin > 1:
                 objects = cv2.dilate(objects.view(np.uint8), square(p.object_margin)).view(bool)
-            if self._kernels is not None and self._kernels.ready():
-                self.dynamic = np.empty(self.shape, bool)
-                self._kernels.count_blinks(
-                    flat(raw), flat(self.prev_raw), flat(objects), self.v.reshape(-1),
-                    np.float32(p.blink_down), np.float32(p.blink_up + p.blink_down), np.float32(p.blink_max),
-                    np.float32(p.dynamic_blink), self.dynamic.reshape(-1),
-                )  # fmt: skip
-                self.prev_raw, self.prev_obj = raw, mask
-                return
             counted = (raw != self.prev_raw) & ~objects
             self.v -= np.float32(p.blink_down)
             # cv2.add with a mask: twice as fast as numpy's boolean-indexed +=

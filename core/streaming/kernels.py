@@ -13,7 +13,10 @@ already. docs/design.md, "The compiled per-frame pass", says why numba.
   pixels outside the band, the dynamic ones' 3 x 3 neighbours' samples included;
 - :func:`uniform_shadow`: the shadow test's uniformity over the candidates' bounding box, its box
   filters summed as OpenCV's are (float64, in OpenCV's order), so the means are OpenCV's to the bit;
-- :func:`count_blinks`: the blink count's update from the raw decision's flips;
+- :func:`light_moments`: the light test's sampled background pixels and their sums (most frames
+  stop there: their brightness has not moved, or only their offset has);
+- :func:`feedback` (with :func:`count_blinks`): the blink count's update from the raw decision's
+  flips outside the previous frame's objects, grown by their margin;
 - :func:`due_pixels` and :func:`write_samples`: the background samples' conservative update,
   with the random draws made by numpy's generator between the two (the same stream as the
   reference's);
@@ -922,6 +925,68 @@ def uniform_shadow(
     return found
 
 
+@njit(cache=True, nogil=True)
+def light_moments(
+    x: np.ndarray, bg: np.ndarray, objects: np.ndarray, step: int
+) -> tuple[int, float, float, float, float]:  # pragma: no cover - compiled
+    """The light test's sampled background pixels (:func:`core.streaming.light.unchanged`): one in
+    each ``step`` x ``step`` block (the top-left one), outside ``objects``, and their
+    :func:`core.streaming.light.moments` (float64), where the reference makes a dozen numpy calls.
+
+    Parameters
+    ----------
+    x, bg : ndarray, shape (h, w), float32
+        The frame and its background.
+    objects : ndarray, shape (h, w), bool
+        The previous frame's mask.
+    step : int
+        :func:`core.streaming.light.sample_step`.
+    """
+    h, w = x.shape
+    n, sx, sb, sbb, sbx = 0, 0.0, 0.0, 0.0, 0.0
+    for i in range(0, h, step):
+        for j in range(0, w, step):
+            if not objects[i, j]:
+                xv, bv = np.float64(x[i, j]), np.float64(bg[i, j])
+                n += 1
+                sx += xv
+                sb += bv
+                sbb += bv * bv
+                sbx += bv * xv
+    return n, sx, sb, sbb, sbx
+
+
+@njit(cache=True, nogil=True)
+def feedback(
+    raw: np.ndarray,
+    prev_raw: np.ndarray,
+    prev_obj: np.ndarray,
+    margin: int,
+    inside: bool,
+    v: np.ndarray,
+    down: np.float32,
+    up_down: np.float32,
+    top: np.float32,
+    dynamic_blink: np.float32,
+    dynamic: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """:meth:`core.streaming.decision.PixelDecision.feedback` in one call: the previous frame's
+    objects grown by a ``margin`` x ``margin`` square (:func:`_extreme`, OpenCV's dilation), or
+    none with ``inside``, then :func:`count_blinks` outside them. ``raw``, ``prev_raw``,
+    ``prev_obj``, ``dynamic`` (written): bool (h, w); ``v``: float32 (h, w), in place."""
+    h, w = raw.shape
+    objects = np.zeros((h, w), np.uint8)
+    if not inside:
+        if margin > 1:
+            _extreme(prev_obj.view(np.uint8), np.empty((h, w), np.uint8), objects, margin, True)
+        else:
+            objects[:, :] = prev_obj.view(np.uint8)
+    count_blinks(
+        raw.ravel(), prev_raw.ravel(), objects.view(np.bool_).ravel(), v.ravel(), down, up_down, top, dynamic_blink,
+        dynamic.ravel(),
+    )  # fmt: skip
+
+
 _warm = False
 #: The child process compiling the kernels into the cache (:func:`start`), and why it failed.
 _child: subprocess.Popen | None = None
@@ -949,6 +1014,8 @@ def cached() -> bool:
             fill_holes,
             postprocess,
             uniform_shadow,
+            light_moments,
+            feedback,
         )
         return all(f._cache._cache_file._load_index() for f in entries)
     except Exception:  # noqa: BLE001 - numba's internals changed: compile as if uncached
@@ -1043,4 +1110,6 @@ def warm() -> None:
     fill_holes(blob, blob.copy())
     postprocess(blob, np.zeros((4, 4), bool), 3, 7, True, 0.8, blob.copy(), blob.copy())
     uniform_shadow(img, img, on, on.copy(), 3, 5, np.float32(0.0025))
+    light_moments(img, img, on, 2)
+    feedback(on, on, on, 3, False, img.copy(), one, one, one, one, on.copy())
     _warm = True

@@ -66,19 +66,83 @@ class LightChange:
         )
 
 
-def _fit(x: np.ndarray, bg: np.ndarray) -> tuple[float, float]:
-    """Least-squares ``gain, offset`` of ``x ~ gain * bg + offset`` (1-D float arrays).
+def moments(x: np.ndarray, bg: np.ndarray) -> tuple[int, float, float, float, float]:
+    """The sums a least-squares fit of ``x ~ gain * bg + offset`` needs, in float64.
 
-    From the sums (four reductions, no temporaries): the moments of values in [0, 1] over a few
-    thousand pixels lose nothing that matters to the cancellation in ``E[b^2] - E[b]^2``.
+    Parameters
+    ----------
+    x, bg : ndarray, shape (n,), float32
+        Sampled pixels of the frame and of its background, intensity in [0, 1].
+
+    Returns
+    -------
+    n, sum_x, sum_bg, sum_bg2, sum_bgx : int and four floats
+        ``n`` and the sums of ``x``, ``bg``, ``bg^2`` and ``bg x``. The first two are exact in
+        float64 (in any order, for intensities in [0, 1] above 4e-6); the products are exact and
+        their sums differ with the order of the additions only in the last bits, so the compiled
+        sums (:func:`core.streaming.kernels.light_moments`) decide as these do.
     """
-    n = x.size
-    mb, mx = float(bg.sum()) / n, float(x.sum()) / n
-    var = float(np.dot(bg, bg)) / n - mb * mb
+    x64, b64 = x.astype(np.float64), bg.astype(np.float64)
+    return x.size, float(x64.sum()), float(b64.sum()), float(b64 @ b64), float(b64 @ x64)
+
+
+def fit(n: int, sum_x: float, sum_bg: float, sum_bg2: float, sum_bgx: float) -> tuple[float, float]:
+    """Least-squares ``gain, offset`` of ``x ~ gain * bg + offset`` from their :func:`moments`.
+
+    The moments of values in [0, 1] over a few thousand pixels lose nothing that matters to the
+    cancellation in ``E[b^2] - E[b]^2``; a background of one gray level (variance under 1e-8)
+    gives a gain of 1 and the mean offset.
+    """
+    mb, mx = sum_bg / n, sum_x / n
+    var = sum_bg2 / n - mb * mb
     if var <= 1e-8:
         return 1.0, mx - mb
-    gain = (float(np.dot(bg, x)) / n - mb * mx) / var
+    gain = (sum_bgx / n - mb * mx) / var
     return gain, mx - gain * mb
+
+
+def _fit(x: np.ndarray, bg: np.ndarray) -> tuple[float, float]:
+    """:func:`fit` on float32 pixels (1-D), the sums taken in float32 as numpy takes them: the
+    gain and offset a change of light is mapped by."""
+    return fit(x.size, float(x.sum()), float(bg.sum()), float(np.dot(bg, bg)), float(np.dot(bg, x)))
+
+
+def sample_step(shape: tuple[int, ...]) -> int:
+    """The side of the blocks of which one pixel is sampled (pixels): about :data:`SAMPLED_PIXELS`
+    over a frame of ``shape`` (h, w), 6 at 320 x 240."""
+    return max(1, int(np.sqrt(shape[0] * shape[1] / SAMPLED_PIXELS)))
+
+
+def unchanged(m: tuple[int, float, float, float, float], min_gain_change: float = 0.05) -> bool:
+    """Whether the sampled background pixels' :func:`moments` already rule a change of light out.
+
+    Most frames stop here, before the robust fit of :func:`detect_light_change`: their
+    background's mean brightness is where its model's is (within half the smallest change; a
+    change of contrast alone, a gain about the mean, is left to the bands), or the plain fit's
+    gain is within half the smallest change of 1 (a drift of the offset, which the frame's
+    median offset follows).
+
+    Parameters
+    ----------
+    m : (n, sum_x, sum_bg, sum_bg2, sum_bgx)
+        The :func:`moments` of the sampled background pixels (one in each ``step`` x ``step``
+        block, outside the objects).
+    min_gain_change : float
+        As :func:`detect_light_change`'s.
+
+    Returns
+    -------
+    bool
+        True also when there are fewer than :data:`MIN_PIXELS` of them.
+    """
+    n, sum_x, sum_bg = m[0], m[1], m[2]
+    if n < MIN_PIXELS:
+        return True
+    mb = sum_bg / n
+    if abs(sum_x / n - mb) <= min_gain_change / 2 * mb:
+        return True
+    gain, _ = fit(*m)
+    return abs(gain - 1) <= min_gain_change / 2
 
 
 def detect_light_change(
@@ -117,20 +181,12 @@ def detect_light_change(
         band.
     """
     if step is None:
-        step = max(1, int(np.sqrt(x.size / SAMPLED_PIXELS)))
+        step = sample_step(x.shape)
     keep = background[::step, ::step]
     xs, bs = x[::step, ::step][keep], bg[::step, ::step][keep]
-    if xs.size < MIN_PIXELS:
-        return None
-    # most frames: the background's mean brightness is where it was (within half the smallest
-    # change), so there is nothing to fit; a change of contrast alone (gain about the mean) is
-    # thus left to the bands
-    mb = float(bs.sum()) / bs.size
-    if abs(float(xs.sum()) / xs.size - mb) <= min_gain_change / 2 * mb:
+    if unchanged(moments(xs, bs), min_gain_change):
         return None
     gain, offset = _fit(xs, bs)
-    if abs(gain - 1) <= min_gain_change / 2:  # the plain fit near 1: the robust pass is not needed
-        return None
     resid = xs - (gain * bs + offset)
     med = float(median(resid))
     mad = float(median(np.abs(resid - med)))

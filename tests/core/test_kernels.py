@@ -125,16 +125,40 @@ def test_the_box_means_are_opencvs_to_the_bit():
                 np.testing.assert_array_equal(got, cv2.blur(a, (side, side)), err_msg=f"case {k}: {shape}, {side}")
 
 
+def test_the_light_tests_moments_equal_numpys():
+    """The compiled count and sums of the light test's sampled background pixels are numpy's: the
+    count and the plain sums exactly (exact in float64 in any order), the sums of products within
+    the last bits (numpy's dot adds in another order), at every step and on frames whose size is
+    not a multiple of it."""
+    from core.streaming import kernels
+    from core.streaming.light import moments, sample_step
+
+    rng = np.random.default_rng(3)
+    for k in range(200):
+        shape = tuple(int(v) for v in rng.integers(1, 400, 2))
+        x = (rng.integers(0, 256, shape) / 255).astype(np.float32)
+        bg = rng.random(shape, dtype=np.float32)
+        objects = rng.random(shape) < rng.uniform(0, 1)
+        step = int(rng.integers(1, 9)) if k % 2 else sample_step(shape)
+        keep = ~objects[::step, ::step]
+        want = moments(x[::step, ::step][keep], bg[::step, ::step][keep])
+        got = kernels.light_moments(x, bg, objects, step)
+        assert got[:3] == want[:3], f"case {k}: {shape}, step {step}"
+        np.testing.assert_allclose(got[3:], want[3:], rtol=1e-13, err_msg=f"case {k}")
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_blink_counts_equal_the_numpy_feedback_to_the_bit(seed):
     (dn, _), (dc, _) = pair(seed)
     rng = np.random.default_rng(200 + seed)
-    for _ in range(80):  # the counts rise, fall and reach both clips
+    for i in range(80):  # the counts rise, fall and reach both clips
         raw = rng.random(SHAPE) < 0.5
         mask = np.zeros(SHAPE, bool)
         mask[:, :16] = True  # an object: no blink counted under it, the counts fall to 0 there
-        dn.feedback(raw, mask)
-        dc.feedback(raw, mask)
+        mask |= cv2.GaussianBlur(rng.random(SHAPE), (0, 0), 2) > 0.6  # and blobs, grown by the margin
+        inside = i % 5 == 0  # the start's frames: counted inside the objects too
+        dn.feedback(raw, mask, inside)
+        dc.feedback(raw, mask, inside)
         np.testing.assert_array_equal(dc.v, dn.v)
         np.testing.assert_array_equal(dc.dynamic, dn.dynamic)
     assert dn.v.max() == np.float32(DecisionParams().blink_max) and dn.v.min() == 0
