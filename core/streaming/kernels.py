@@ -494,13 +494,12 @@ def restore_rims(
     raw1, ex1, open1, out1 = raw.ravel(), exclude.ravel(), opened.ravel(), out.ravel()  # flat views
     # the blobs' pixels not yet visited: one load and one test per neighbour in the search
     free = np.empty(h * w, np.uint8)
-    for p in range(np.uint64(h * w)):
-        free[p] = raw1[p] & ~np.uint8(ex1[p]) & np.uint8(1)
-    # the queue, rows and columns apart (no division per pixel), as long as the blobs' pixels: a
-    # frame-sized one each frame grew a worker's heap by tens of MiB under load (test_overload)
     n_free = 0
     for p in range(np.uint64(h * w)):
-        n_free += free[p]
+        f = raw1[p] & ~np.uint8(ex1[p]) & np.uint8(1)
+        free[p] = f
+        n_free += f
+    # the queue, rows and columns apart (no division per pixel), as long as the blobs' pixels
     rows, cols = np.empty(max(n_free, 1), np.int32), np.empty(max(n_free, 1), np.int32)
     restored = 0
     for i in range(h):

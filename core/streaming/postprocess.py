@@ -38,15 +38,15 @@ def fill_holes(mask: np.ndarray, compiled: bool = False) -> np.ndarray:
     -------
     ndarray, shape (h, w), uint8 (0 or 1)
     """
-    # A hole lies inside the foreground's bounding box. Outside it the background is one region
-    # that touches the image border, so the box's ring of padding stands for it: the flood runs
-    # over the box only (on the motorway video, 0.7 of the frame at the median).
     if compiled:
         from core.streaming import kernels
 
         filled = np.empty_like(mask)
         kernels.fill_holes(mask, filled)
         return filled
+    # A hole lies inside the foreground's bounding box. Outside it the background is one region
+    # that touches the image border, so the box's ring of padding stands for it: the flood runs
+    # over the box only (on the motorway video, 0.7 of the frame at the median).
     c0, r0, w, h = cv2.boundingRect(mask)
     out = mask.copy()
     if w == 0:
