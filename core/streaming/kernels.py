@@ -15,8 +15,8 @@ already. docs/design.md, "The compiled per-frame pass", says why numba.
   filters summed as OpenCV's are (float64, in OpenCV's order), so the means are OpenCV's to the bit;
 - :func:`light_moments`: the light test's sampled background pixels and their sums (most frames
   stop there: their brightness has not moved, or only their offset has);
-- :func:`feedback` (with :func:`count_blinks`): the blink count's update from the raw decision's
-  flips outside the previous frame's objects, grown by their margin;
+- :func:`feedback`: the blink count's update from the raw decision's flips outside the previous
+  frame's objects, grown by their margin;
 - :func:`due_pixels` and :func:`write_samples`: the background samples' conservative update,
   with the random draws made by numpy's generator between the two (the same stream as the
   reference's);
@@ -146,32 +146,6 @@ def decide(
         if not cand[i] and ratio[i]:
             shadowed -= 1
     return shadowed
-
-
-@njit(cache=True, nogil=True)
-def count_blinks(
-    raw: np.ndarray,
-    prev_raw: np.ndarray,
-    objects: np.ndarray,
-    v: np.ndarray,
-    down: np.float32,
-    up_down: np.float32,
-    top: np.float32,
-    dynamic_blink: np.float32,
-    dynamic: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    """The blink counts' update (:meth:`core.streaming.decision.PixelDecision.feedback`), in place.
-
-    ``v -= down``; ``v += up_down`` where ``raw != prev_raw`` outside ``objects``; then ``v`` is
-    clipped to ``[0, top]``, and ``dynamic`` (written) is ``v > dynamic_blink``. ``raw``,
-    ``prev_raw``, ``objects``, ``dynamic``: bool (h * w,); ``v``: float32 (h * w,); the four
-    numbers float32.
-    """
-    for i in range(v.shape[0]):
-        flip = (raw[i] != prev_raw[i]) & (not objects[i])
-        a = min(max(v[i] - down + (up_down if flip else _ZERO), _ZERO), top)
-        v[i] = a
-        dynamic[i] = a > dynamic_blink
 
 
 @njit(cache=True, nogil=True)
@@ -969,10 +943,12 @@ def feedback(
     dynamic_blink: np.float32,
     dynamic: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    """:meth:`core.streaming.decision.PixelDecision.feedback` in one call: the previous frame's
-    objects grown by a ``margin`` x ``margin`` square (:func:`_extreme`, OpenCV's dilation), or
-    none with ``inside``, then :func:`count_blinks` outside them. ``raw``, ``prev_raw``,
-    ``prev_obj``, ``dynamic`` (written): bool (h, w); ``v``: float32 (h, w), in place."""
+    """:meth:`core.streaming.decision.PixelDecision.feedback` in one call, in place: the previous
+    frame's objects grown by a ``margin`` x ``margin`` square (:func:`_extreme`, OpenCV's
+    dilation), or none with ``inside``; then ``v -= down``, ``v += up_down`` where ``raw !=
+    prev_raw`` outside those objects, ``v`` clipped to ``[0, top]``, and ``dynamic`` (written)
+    ``v > dynamic_blink``. ``raw``, ``prev_raw``, ``prev_obj``, ``dynamic``: bool (h, w); ``v``:
+    float32 (h, w); the four numbers float32."""
     h, w = raw.shape
     objects = np.zeros((h, w), np.uint8)
     if not inside:
@@ -980,10 +956,12 @@ def feedback(
             _extreme(prev_obj.view(np.uint8), np.empty((h, w), np.uint8), objects, margin, True)
         else:
             objects[:, :] = prev_obj.view(np.uint8)
-    count_blinks(
-        raw.ravel(), prev_raw.ravel(), objects.view(np.bool_).ravel(), v.ravel(), down, up_down, top, dynamic_blink,
-        dynamic.ravel(),
-    )  # fmt: skip
+    r, pr, ob, vf, dyn = raw.ravel(), prev_raw.ravel(), objects.ravel(), v.ravel(), dynamic.ravel()
+    for i in range(vf.shape[0]):
+        flip = (r[i] != pr[i]) & (ob[i] == 0)
+        a = min(max(vf[i] - down + (up_down if flip else _ZERO), _ZERO), top)
+        vf[i] = a
+        dyn[i] = a > dynamic_blink
 
 
 _warm = False
@@ -1004,7 +982,6 @@ def cached() -> bool:
     try:
         entries: tuple[Any, ...] = (
             decide,
-            count_blinks,
             due_pixels,
             write_samples,
             moving_background,
@@ -1092,7 +1069,6 @@ def warm() -> None:
     samples = np.zeros((4, 2), np.float32)
     one = np.float32(1)
     decide(f32, f32, f32, f32, one, samples, True, one, 1, one, nbr, one, one, b.copy(), b.copy())
-    count_blinks(b, b, b, f32.copy(), one, one, one, one, b.copy())
     order = np.arange(4, dtype=np.int64)
     due_pixels(order, 0, 1, b, b, np.empty(4, np.int64), np.empty(4, np.int64))
     none = np.zeros(0, np.int64)
