@@ -31,11 +31,19 @@ DURATION_S = 60
 FPS = 1000
 #: The worker's flags that make it the slower side (the overload handling is what is tested).
 SLOW_WORKER = ("--frame-model", "fit")
-#: RSS bounds (MiB): the worker holds numpy/scipy/OpenCV (~100 MiB), numba and its compiled kernels
-#: (~120 MiB, the knob kernel), plus the 30-frame window and the solver's (30, 240, 320) float32 arrays
-#: (~9 MiB each, about ten of them during a refit); measured at 205-231 MiB before the kernels; the
-#: capture holds OpenCV and the decoder, measured at 99-101 MiB.
-RSS_BOUND_MIB = {"worker": 450, "capture": 200}
+#: Bounds on the anonymous resident memory (``RssAnon``, MiB): what the process allocated (heap,
+#: arrays, numba's compiled code), the part an overload could grow. The whole RSS also counts the
+#: shared libraries' file pages, and how many of those a process maps depends on the page cache's
+#: state, not on the process: the same code and packages gave the worker an RSS of 427 MiB and the
+#: capture 152 in a fresh clone (455 once, over the old RSS bound of 450) against 347 and 100 in an
+#: older one, while their anonymous memory was 224 and 48 against 226 and 48 (2026-11-28); importing
+#: cv2 and numpy took 70 MiB of RSS in the fresh clone and 45 after dropping the page cache. So RSS
+#: is printed, not bounded. The worker's anonymous memory: the 30-frame window and the solver's
+#: (30, 240, 320) float32 arrays (~9 MiB each, about ten during a refit), the heap the held-heap
+#: setting keeps for the next refit (up to 128 MiB, streamer/ops/memory.py), numba's and LLVM's own;
+#: the bounds leave about 100 MiB and 30 MiB over those peaks, where a queue of frames growing at
+#: this overload (75 KB a frame, 700 a second) would pass them within seconds.
+ANON_BOUND_MIB = {"worker": 330, "capture": 80}
 
 
 @pytest.mark.timeout(300)
@@ -49,6 +57,7 @@ def test_source_2x_faster_than_the_worker_for_60_s():
     # --live: the file stands for a camera (a file alone is never dropped: the capture would wait)
     cap = start_capture(frames, video, "--loop", "--live", "--fps", FPS, "--metrics-port", cport)
     rss = {"worker": [], "capture": []}
+    anon = {"worker": [], "capture": []}
     latencies = []
     done = threading.Event()
 
@@ -56,7 +65,11 @@ def test_source_2x_faster_than_the_worker_for_60_s():
         while not done.wait(1.0):
             for name, proc in (("worker", worker), ("capture", cap)):
                 if proc.poll() is None:
-                    rss[name].append(memory_mib(proc.pid))
+                    try:
+                        rss[name].append(memory_mib(proc.pid))
+                        anon[name].append(memory_mib(proc.pid, "RssAnon"))
+                    except (FileNotFoundError, ProcessLookupError):  # it ended between poll and read
+                        pass
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -95,7 +108,8 @@ def test_source_2x_faster_than_the_worker_for_60_s():
     print(
         f"\n{elapsed:.0f} s: read {read} ({read / elapsed:.0f}/s), sent {sent}, received {received:.0f}, "
         f"processed {processed:.0f} ({processed / elapsed:.0f}/s), overload drops {overload:.0f}, lost {lost:.0f}; "
-        f"RSS max worker {max(rss['worker']):.0f} MiB, capture {max(rss['capture']):.0f} MiB; "
+        f"RSS max worker {max(rss['worker']):.0f} MiB, capture {max(rss['capture']):.0f} MiB "
+        f"(anonymous {max(anon['worker']):.0f} and {max(anon['capture']):.0f}); "
         f"latency max {max(lat for _, lat in latencies) * 1000:.0f} ms"
     )
     assert elapsed >= DURATION_S
@@ -110,8 +124,8 @@ def test_source_2x_faster_than_the_worker_for_60_s():
     )
     assert overload > 0
     # memory stays bounded (growth over a long run is the soak benchmark's, tests/bench/bench_soak.py)
-    for name, bound in RSS_BOUND_MIB.items():
-        assert max(rss[name]) < bound, (name, max(rss[name]))
+    for name, bound in ANON_BOUND_MIB.items():
+        assert max(anon[name]) < bound, (name, max(anon[name]))
     # latency stays bounded: the backlog holds 2 frames, so a mask is never more than a few frames old
     # (measured: at most 0.1-0.2 s alone, 0.66 s with another process busy on one of the two cores).
     # Unbounded queueing at this overload would add about 0.7 s of delay per second of the run, tens of
