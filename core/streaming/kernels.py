@@ -807,8 +807,7 @@ def uniform_shadow(
     call: of the pixels of ``ratio``, those whose ratio ``x / bg`` (smoothed over ``smooth`` x
     ``smooth``) varies by less than ``sqrt(spread2)`` over ``window`` x ``window`` leave ``cand``.
     The same pixels as the reference's erosion, bounding box and four OpenCV box filters: the
-    means are OpenCV's to the bit (:func:`_box_mean`), the window's two taken in one pass and
-    tested as they come.
+    means are OpenCV's to the bit (:func:`_box_mean`).
 
     Parameters
     ----------
@@ -863,36 +862,20 @@ def uniform_shadow(
         smoothed = np.empty((bh, bw), np.float32)
         _box_mean(r, smooth, smoothed)
         r = smoothed
-    # the window's means of the ratio and of its square in one pass (as _box_mean takes them), each
-    # output row tested as it comes
-    k, a = window, window // 2
-    ratio8, cand8 = ratio.view(np.uint8), cand.view(np.uint8)
-    pad = np.empty(bw + k - 1, np.float64)
-    sq = np.empty(bw, np.float32)
-    ring_m, ring_q = np.empty((k, bw), np.float64), np.empty((k, bw), np.float64)
-    acc_m, acc_q = np.zeros(bw, np.float64), np.zeros(bw, np.float64)
-    scale = 1.0 / (k * k)
-    found = 0
-    for t in range(bh + k - 1):
-        rr = r[_reflect101(t - a, bh)]
+    # the window's means of the ratio and of its square
+    mean, mean_sq = np.empty((bh, bw), np.float32), np.empty((bh, bw), np.float32)
+    for i in range(bh):  # the squares, in ``mean`` until its own turn
+        rr, qr = r[i], mean[i]
         for j in range(bw):
-            sq[j] = rr[j] * rr[j]
-        nm, nq = ring_m[t % k], ring_q[t % k]
-        _row_sums(rr, k, pad, nm)
-        _row_sums(sq, k, pad, nq)
-        i = t - (k - 1)  # the output row this one completes
-        if i < 0:
-            for j in range(bw):
-                acc_m[j] += nm[j]
-                acc_q[j] += nq[j]
-            continue
-        om, oq = ring_m[i % k], ring_q[i % k]
-        rat, cr = ratio8[y0 + i, x0:x1], cand8[y0 + i, x0:x1]
+            qr[j] = rr[j] * rr[j]
+    _box_mean(mean, window, mean_sq)
+    _box_mean(r, window, mean)
+    ratio8, cand8 = ratio.view(np.uint8), cand.view(np.uint8)
+    found = 0
+    for i in range(bh):
+        mr, qr, rat, cr = mean[i], mean_sq[i], ratio8[y0 + i, x0:x1], cand8[y0 + i, x0:x1]
         for j in range(bw):  # branch-free, so that it vectorises
-            tm, tq = acc_m[j] + nm[j], acc_q[j] + nq[j]
-            mean, mean_sq = np.float32(tm * scale), np.float32(tq * scale)
-            acc_m[j], acc_q[j] = tm - om[j], tq - oq[j]
-            shade = rat[j] & np.uint8(mean_sq - mean * mean < spread2)
+            shade = rat[j] & np.uint8(qr[j] - mr[j] * mr[j] < spread2)
             cr[j] &= shade ^ np.uint8(1)
             found += shade
     return found
