@@ -107,6 +107,7 @@ class MotionStage:
         input_shape: tuple[int, int],
         header: dict,
         fgmask_processing: np.ndarray | None = None,
+        compiled: bool = False,
     ) -> MotionResult:
         """Regions, zones and events of the model's mask of one frame.
 
@@ -124,6 +125,9 @@ class MotionStage:
             it and scaled to input pixels. The enlargement only smooths the objects' edges, and at 1280 x 720 the
             connected components of the full-size mask took 6% of a core (docs/results.md,
             "Cameras per core").
+        compiled : bool
+            The model's compiled kernels are loaded: the regions are labelled by them
+            (:func:`streamer.motion.regions.find_regions`).
         """
         zm = self._map(input_shape, fgmask.shape)
         published = measured = zm.apply(fgmask)
@@ -131,7 +135,7 @@ class MotionStage:
             zm = self._map(input_shape, fgmask_processing.shape)
             measured = zm.apply(fgmask_processing)
         fg_ratio = np.count_nonzero(measured) / zm.counted if zm.counted else 0.0
-        regions = find_regions(measured, self.cfg.min_area, self.cfg.max_regions, zm.scale)
+        regions = find_regions(measured, self.cfg.min_area, self.cfg.max_regions, zm.scale, compiled)
         zones = zm.fractions(measured)
         fractions = zones or {FRAME: fg_ratio}
         events = self.events.update(

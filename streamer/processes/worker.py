@@ -307,7 +307,7 @@ class _Worker:
         self._refit_landed(report.refit)
         res = report.result
         assert res is not None  # a report without an exception carries the result
-        motion = self.motion.update(res.fgmask, input_shape, h, res.fgmask_processing)
+        motion = self.motion.update(res.fgmask, input_shape, h, res.fgmask_processing, self.stage.model.compiled)
         events = motion.events
         frame = None
         if self.snapshots is not None:  # the frame of each zone's new peak, kept for its event's snapshot

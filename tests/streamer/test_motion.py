@@ -13,14 +13,15 @@ def _mask(shape=(60, 80)):
     return np.zeros(shape, np.uint8)
 
 
-def test_regions_are_the_components_largest_first_with_exact_boxes_areas_and_centroids():
+@pytest.mark.parametrize("compiled", [False, True], ids=["opencv", "compiled"])
+def test_regions_are_the_components_largest_first_with_exact_boxes_areas_and_centroids(compiled):
     m = _mask()
     m[10:20, 5:25] = 255  # 10 x 20 = 200 px
     m[40:50, 60:70] = 255  # 100 px
     m[30, 30] = 255  # 1 px: under min_area
     m[2:4, 70:72] = 255  # 4 px
     m[2:4, 74:76] = 255  # 4 px, same area: the left one first
-    r = find_regions(m, min_area=2, max_regions=3)
+    r = find_regions(m, min_area=2, max_regions=3, compiled=compiled)
     assert [(g.box, g.area, g.centroid) for g in r.listed] == [
         ((5, 10, 20, 10), 200, (14.5, 14.5)),
         ((60, 40, 10, 10), 100, (64.5, 44.5)),
@@ -28,19 +29,20 @@ def test_regions_are_the_components_largest_first_with_exact_boxes_areas_and_cen
     ]
     assert r.omitted == 1  # the second 4-px square; the 1-px one is under min_area, not omitted
     assert region_fields(r.listed[0]) == {"box": [5, 10, 20, 10], "area": 200, "centroid": [14.5, 14.5]}
-    assert find_regions(_mask(), 1, 10).listed == []
+    assert find_regions(_mask(), 1, 10, compiled=compiled).listed == []
     # diagonal neighbours are one component (8-connectivity)
     d = _mask()
     d[5, 5] = d[6, 6] = 255
-    assert [g.area for g in find_regions(d, 1, 10).listed] == [2]
+    assert [g.area for g in find_regions(d, 1, 10, compiled=compiled).listed] == [2]
     with pytest.raises(ValueError, match="2-D uint8"):
         find_regions(np.zeros((4, 4), bool), 1, 1)
 
 
-def test_regions_of_a_mask_at_half_the_input_size_are_in_input_pixels():
+@pytest.mark.parametrize("compiled", [False, True], ids=["opencv", "compiled"])
+def test_regions_of_a_mask_at_half_the_input_size_are_in_input_pixels(compiled):
     m = _mask((30, 40))
     m[5:10, 4:14] = 255  # 5 x 10 mask pixels = 20 x 10 input pixels at scale 2
-    (g,) = find_regions(m, min_area=200, max_regions=5, scale=(2.0, 2.0)).listed
+    (g,) = find_regions(m, min_area=200, max_regions=5, scale=(2.0, 2.0), compiled=compiled).listed
     assert g.box == (8, 10, 20, 10) and g.area == 200
     assert g.centroid == (17.5, 14.5)  # pixel centres: mask pixel 8.5 covers input pixels 17 and 18
     assert find_regions(m, min_area=201, max_regions=5, scale=(2.0, 2.0)).listed == []
