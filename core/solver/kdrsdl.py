@@ -5,6 +5,7 @@ Component Analysis for Low-Rank Modeling", ICCV 2017 (KDRSDL), batch solver.
 import threading
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -15,6 +16,9 @@ from core.solver.products import fold, left_unfolded, right_unfolded, sandwich, 
 from core.solver.prox import shrink
 from core.solver.state import KDRSDLState
 from core.solver.stein import stein_solve_unfolded
+
+#: What :func:`core.solver.fused.sweep` reads for the robust mean outside mean mode.
+_NO_MEAN = np.zeros((0, 0), np.float32)
 
 
 class ConvergenceWarning(UserWarning):
@@ -304,7 +308,7 @@ class _Pixels:
         )
 
 
-def _sweep(px, rows, AK, AR, B, M, c, E, mu, criterion=True):
+def _sweep(px, rows, AK, AR, B, M, c, E, mu, criterion=True, fused=None):
     """Iteration k's step 7 and criterion, then iteration k + 1's steps 1-2, on ``rows``.
 
     ``AK`` = A K_i (m, N, r); ``AR`` = A R_i (m, N, r) of iteration k, or None in the first
@@ -320,6 +324,9 @@ def _sweep(px, rows, AK, AR, B, M, c, E, mu, criterion=True):
       step 1     Z = X - M - A K_i B^T + Q,  E = shrink(Z) = Z - clip(Z)
       step 2     T = Xt + Q = A K_i B^T + clip(Z) + M - M'
     (``Xt = X - E - M'`` substituted: exactly the same quantity, fewer passes).
+
+    ``fused``: :func:`core.solver.fused.sweep`, which makes step 7 and steps 1-2 in one compiled
+    pass over the rows (the same bits), or None for numpy's passes.
     """
     k = rows.stop - rows.start
     w, lk, t, q = px.W[:k], px.LK[:k], px.T[rows], px.Q[rows]
@@ -331,12 +338,20 @@ def _sweep(px, rows, AK, AR, B, M, c, E, mu, criterion=True):
             np.subtract(t, w, out=w)
             w -= q
             partial = np.einsum("ain,ain->i", w, w).astype(np.float64)
-        np.subtract(t, lk, out=q)
-        if c != 1.0:
-            q *= c
+        if fused is None or E is None:
+            np.subtract(t, lk, out=q)
+            if c != 1.0:
+                q *= c
     if E is None:
         return partial
     e = E[rows]
+    if fused is not None:
+        mean = M is not None
+        Mr = M[rows] if mean else _NO_MEAN
+        fused(lk, t, q, px.X1[rows], e, w, Mr, px.X_mean[rows] if mean else _NO_MEAN,
+              lk.dtype.type(c), lk.dtype.type(px.lam / mu), AR is not None, mean)  # fmt: skip
+        right_unfolded(t, B, out=px.TB[rows])
+        return partial
     np.add(q, px.X1[rows], out=e)
     e -= lk
     if M is not None:
@@ -481,6 +496,7 @@ def kdrsdl(
     warn: bool = True,
     cancel: threading.Event | None = None,
     lazy_criterion: bool = False,
+    compiled: bool = False,
 ) -> KDRSDLResult:
     """Robust Kronecker-decomposable component analysis (KDRSDL), Algorithm 1.
 
@@ -562,6 +578,10 @@ def kdrsdl(
         default; an iteration costs one product of the size of ``S_i B`` less (of four). For
         warm refits on a budget, which rarely meet ``tol`` (docs/algorithm.md, "Cost and
         layout"). A divergence is then caught by ``err_split`` or the cores' check.
+    compiled : bool
+        Make each sweep's element-wise steps in one compiled pass (:mod:`core.solver.fused`,
+        numba) instead of numpy's passes over the window: the same iterates to the bit, float32
+        only (float64 solves stay with numpy).
 
     Returns
     -------
@@ -619,6 +639,11 @@ def kdrsdl(
         A, B, K, R, Lam, Y, M, muK0, mu, muK = _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance)
     muK_max = MU_CAP * muK0
     px = _Pixels.allocate(X1, Lam, mu, r, lam, mean)
+    fused: Any = None
+    if compiled and dt == np.float32:
+        from core.solver.fused import sweep  # numba: imported only when asked for
+
+        fused = sweep
 
     AK = left_unfolded(A, K)  # A K_i
     AR = None  # A R_i of the iteration whose step 7 and criterion are pending
@@ -637,7 +662,7 @@ def kdrsdl(
         c = 1.0 if AR is None else dt.type(mu_prev / mu)  # mu_k / mu_{k+1}
         # the criterion can stop the solve only where its split half is below tol
         needed = not lazy_criterion or final or (AR is not None and err_split[-1] < tol)
-        parts = [_sweep(px, rows, AK, AR, B, M, c, None if final else px.E, mu, needed) for rows in px.blocks]
+        parts = [_sweep(px, rows, AK, AR, B, M, c, None if final else px.E, mu, needed, fused) for rows in px.blocks]
         if AR is not None:
             err_rec.append(float(np.max(np.sqrt(np.sum(parts, axis=0)) / X_norms_safe)) if needed else np.nan)
             if not (np.isfinite(err_split[-1]) and (np.isfinite(err_rec[-1]) or not needed)):

@@ -560,7 +560,7 @@ class KDRSDLBackgroundSubtractor:
         w.started_refit()
         self._pending_light = None
         assert self._lam is not None  # set by the first frame, before any refit
-        settings = RefitSettings.from_knobs(self.params, self._lam)
+        settings = RefitSettings.from_knobs(self.params, self._lam, self.compiled)
         report = self._refitter.submit(w.stack(), init, w.start, settings, w.stack_masks())
         if report is not None:
             self._install(report)

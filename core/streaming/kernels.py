@@ -28,6 +28,8 @@ already. docs/design.md, "The compiled per-frame pass", says why numba.
   post-processing (:mod:`core.streaming.postprocess`) in one call, where the reference makes
   about ten calls to OpenCV and numpy: the opening, the solid blobs' rims, the closing and the
   hole filling of the plain and of the reported mask;
+- :func:`core.solver.fused.sweep`, loaded and cached with them: the element-wise steps of each
+  sweep of a window refit's solver in one pass (the refits run it once these are loaded);
 - :func:`components`: the reported mask's connected components and their statistics, for the
   worker's motion regions (:mod:`streamer.motion.regions`), at a sixth of the time of OpenCV's
   labelling with statistics.
@@ -49,6 +51,8 @@ from typing import IO, Any
 
 import numpy as np
 from numba import njit
+
+from core.solver import fused
 
 _ONE = np.float32(1.0)
 _ZERO = np.float32(0.0)
@@ -1075,6 +1079,7 @@ def cached() -> bool:
             light_moments,
             feedback,
             components,
+            fused.sweep,
         )
         return all(f._cache._cache_file._load_index() for f in entries)
     except Exception:  # noqa: BLE001 - numba's internals changed: compile as if uncached
@@ -1171,4 +1176,19 @@ def warm() -> None:
     light_moments(img, img, on, 2)
     feedback(on, on, on, 3, False, img.copy(), one, one, one, one, on.copy())
     components(blob)
+    cube = np.ones((2, 2, 2), np.float32)
+    fused.sweep(
+        cube,
+        cube.copy(),
+        cube.copy(),
+        cube,
+        cube.copy(),
+        cube.copy(),
+        img[:2, :2].copy(),
+        img[:2, :2],
+        one,
+        one,
+        True,
+        True,
+    )
     _warm = True

@@ -131,10 +131,13 @@ class RefitSettings:
     samples: int = 0
     scale: int = 1
     background: str = "kdrsdl"
+    compiled: bool = False
 
     @classmethod
-    def from_knobs(cls, p: BackgroundParams, lam: float) -> "RefitSettings":
-        """The refit settings a model's knobs give, with its regularisation weight ``lam``."""
+    def from_knobs(cls, p: BackgroundParams, lam: float, compiled: bool = False) -> "RefitSettings":
+        """The refit settings a model's knobs give, with its regularisation weight ``lam``;
+        ``compiled``: the model's compiled kernels are loaded, and the solver's sweeps use theirs
+        (``kdrsdl(..., compiled=True)``, the same iterates)."""
         pixel = p.decision == "pixel"
         return cls(
             rank=p.rank,
@@ -149,6 +152,7 @@ class RefitSettings:
             samples=p.samples if pixel else 0,
             scale=p.solve_scale,
             background=p.refit_background,
+            compiled=compiled,
         )
 
 
@@ -216,6 +220,7 @@ def solve_window(
                 init=init,  # backoff and rebalance apply to a warm start only
                 backoff=s.backoff,
                 rebalance=s.rebalance,
+                compiled=s.compiled,
             )
         assert res.M is not None  # mean mode always returns M
         if not all(np.isfinite(a).all() for a in (res.A, res.B, res.M, res.R)):
