@@ -29,7 +29,6 @@ def sweep(
     q: np.ndarray,
     x1: np.ndarray,
     e: np.ndarray,
-    w: np.ndarray,
     M: np.ndarray,
     x_mean: np.ndarray,
     c: np.float32,
@@ -47,8 +46,9 @@ def sweep(
         ``T = S / mu`` and ``Q = Lambda / mu`` of the block (updated).
     x1 : ndarray, shape (k, N, n), float32
         The block's frames.
-    e, w : ndarray, shape (k, N, n), float32 (written)
-        The new ``E``, and ``clip(Z, -tau, tau)`` (the reference's scratch holds it too).
+    e : ndarray, shape (k, N, n), float32 (written)
+        The new ``E``. (``clip(Z, -tau, tau)``, which the reference leaves in its scratch, is not
+        written: nothing reads it, and one stream less over the window is an eighth of the pass.)
     M, x_mean : ndarray, shape (k, n), float32
         The robust mean of the block's rows (updated to ``M'``) and the frames' mean; ignored
         without ``mean``.
@@ -62,7 +62,7 @@ def sweep(
         Mean mode: ``M`` is updated and enters ``Z`` and ``T``.
     """
     k, N, n = lk.shape
-    L, T, Q, X, E, W = lk.ravel(), t.ravel(), q.ravel(), x1.ravel(), e.ravel(), w.ravel()  # flat views
+    L, T, Q, X, E = lk.ravel(), t.ravel(), q.ravel(), x1.ravel(), e.ravel()  # flat views
     one = np.float32(1.0)
     for r in range(k):
         for i in range(N):
@@ -83,14 +83,12 @@ def sweep(
                     z -= Mf[m0 + j]
                     cl = min(max(z, -tau), tau)
                     E[o + j] = z - cl
-                    W[o + j] = cl
                     T[o + j] = L[o + j] + cl
             else:
                 for j in range(np.uint64(n)):
                     z = (Q[o + j] + X[o + j]) - L[o + j]
                     cl = min(max(z, -tau), tau)
                     E[o + j] = z - cl
-                    W[o + j] = cl
                     T[o + j] = L[o + j] + cl
         if mean:
             Mf, Xm = M.ravel(), x_mean.ravel()

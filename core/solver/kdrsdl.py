@@ -348,7 +348,7 @@ def _sweep(px, rows, AK, AR, B, M, c, E, mu, criterion=True, fused=None):
     if fused is not None:
         mean = M is not None
         Mr = M[rows] if mean else _NO_MEAN
-        fused(lk, t, q, px.X1[rows], e, w, Mr, px.X_mean[rows] if mean else _NO_MEAN,
+        fused(lk, t, q, px.X1[rows], e, Mr, px.X_mean[rows] if mean else _NO_MEAN,
               lk.dtype.type(c), lk.dtype.type(px.lam / mu), AR is not None, mean)  # fmt: skip
         right_unfolded(t, B, out=px.TB[rows])
         return partial

@@ -1178,17 +1178,6 @@ def warm() -> None:
     components(blob)
     cube = np.ones((2, 2, 2), np.float32)
     fused.sweep(
-        cube,
-        cube.copy(),
-        cube.copy(),
-        cube,
-        cube.copy(),
-        cube.copy(),
-        img[:2, :2].copy(),
-        img[:2, :2],
-        one,
-        one,
-        True,
-        True,
+        cube, cube.copy(), cube.copy(), cube, cube.copy(), img[:2, :2].copy(), img[:2, :2], one, one, True, True
     )
     _warm = True
