@@ -494,7 +494,7 @@ class KDRSDLBackgroundSubtractor:
         background samples take its values there, and those pixels leave ``mask`` (in place).
         Returns those pixels (bool (h, w)), or None when there are none."""
         assert self._ghosts is not None
-        absorb = self._ghosts.update(x, bg, mask, self.n_frames)
+        absorb = self._ghosts.update(x, bg, mask, self.n_frames, self.compiled)
         if absorb is None:
             return None
         mask &= ~absorb

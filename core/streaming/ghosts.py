@@ -62,10 +62,23 @@ class GhostParams:
 
 
 def gradient(a: np.ndarray) -> np.ndarray:
-    """L1 norm of the 3 x 3 Sobel gradient of ``a`` (h, w) float32: float32 (h, w)."""
-    gx = cv2.Sobel(a, cv2.CV_32F, 1, 0, ksize=3)
-    gy = cv2.Sobel(a, cv2.CV_32F, 0, 1, ksize=3)
-    return cv2.add(cv2.absdiff(gx, 0), cv2.absdiff(gy, 0))  # type: ignore[call-overload]
+    """L1 norm of the 3 x 3 Sobel gradient of ``a`` (h, w) float32, at least 2 x 2: float32 (h, w).
+
+    OpenCV's ``Sobel`` (``ksize=3``, its default border, reflection without the edge pixel),
+    written out in float32 so that the compiled ghost test (:func:`core.streaming.kernels.ghost_evidence`)
+    can make the same additions in the same order: ``gx = (r_up + r_down) + 2 r`` with ``r`` a
+    row's central difference, ``gy = s_down - s_up`` with ``s = (left + right) + 2 centre``.
+    OpenCV's vectorised loop adds in this order; its scalar loop at the end of a row adds in
+    another, so over a box whose width is not a multiple of its vectors the last columns may
+    differ from ``cv2.Sobel``'s by a unit in the last place (tests/core/test_ghosts.py).
+    """
+    p = np.pad(a, 1, mode="reflect")  # numpy's "reflect" is OpenCV's BORDER_REFLECT_101
+    two = np.float32(2)
+    r = p[:, 2:] - p[:, :-2]  # (h + 2, w): each row's central difference
+    gx = (r[:-2] + r[2:]) + r[1:-1] * two
+    s = (p[:, :-2] + p[:, 2:]) + p[:, 1:-1] * two  # (h + 2, w): each row smoothed
+    gy = s[2:] - s[:-2]
+    return np.abs(gx) + np.abs(gy)
 
 
 def contour_evidence(x: np.ndarray, bg: np.ndarray, labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -153,7 +166,9 @@ class GhostTracker:
             raise ValueError(f"ghost count of shape {count.shape} does not fit frames of {self.shape}")
         self.count = count.astype(np.uint8)
 
-    def update(self, x: np.ndarray, bg: np.ndarray, mask: np.ndarray, t: int = 0) -> np.ndarray | None:
+    def update(
+        self, x: np.ndarray, bg: np.ndarray, mask: np.ndarray, t: int = 0, compiled: bool = False
+    ) -> np.ndarray | None:
         """Judge a frame's blobs (every ``period`` frames) and return the pixels to absorb now.
 
         Parameters
@@ -164,6 +179,9 @@ class GhostTracker:
             The frame's post-processed mask.
         t : int
             The frame counter: blobs are judged when ``t`` is a multiple of ``period``.
+        compiled : bool
+            Take the blobs' evidence from :func:`core.streaming.kernels.ghost_evidence` (the
+            kernels loaded): the same figures as :func:`contour_evidence`, in one call.
 
         Returns
         -------
@@ -177,7 +195,12 @@ class GhostTracker:
         ghost = None
         if mask.any():
             n, labels = cv2.connectedComponents(mask.view(np.uint8), connectivity=8, ltype=cv2.CV_32S)
-            frame_only, bg_only = contour_evidence(x, bg, labels, n)
+            if compiled:
+                from core.streaming.kernels import ghost_evidence
+
+                frame_only, bg_only = ghost_evidence(x, bg, labels, n)
+            else:
+                frame_only, bg_only = contour_evidence(x, bg, labels, n)
             ghost = (bg_only > p.ratio * frame_only) & (bg_only > p.edge)
         if ghost is None or not ghost.any():  # no ghost blob: every count starts over
             if self.count.any():

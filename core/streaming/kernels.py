@@ -28,6 +28,8 @@ already. docs/design.md, "The compiled per-frame pass", says why numba.
   post-processing (:mod:`core.streaming.postprocess`) in one call, where the reference makes
   about ten calls to OpenCV and numpy: the opening, the solid blobs' rims, the closing and the
   hole filling of the plain and of the reported mask;
+- :func:`ghost_evidence`: the ghost test's edges along each blob's contour
+  (:mod:`core.streaming.ghosts`), the gradients taken at the contour's pixels alone;
 - :func:`core.solver.fused.sweep`, loaded and cached with them: the element-wise steps of each
   sweep of a window refit's solver in one pass (the refits run it once these are loaded);
 - :func:`components`: the reported mask's connected components and their statistics, for the
@@ -717,6 +719,124 @@ def components(mask: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _reflect_in(p: int, lo: int, hi: int) -> int:  # pragma: no cover - compiled
+    """Index ``p`` mapped into ``[lo, hi)`` as numpy's ``pad(mode="reflect")`` maps it (OpenCV's
+    ``BORDER_REFLECT_101``; a single index maps to itself)."""
+    if hi - lo == 1:
+        return lo
+    if p < lo:
+        return 2 * lo - p
+    if p >= hi:
+        return 2 * (hi - 1) - p
+    return p
+
+
+@njit(cache=True, nogil=True)
+def _sobel_l1(a: np.ndarray, i: int, j: int, y0: int, y1: int, x0: int, x1: int) -> np.float32:  # pragma: no cover
+    """:func:`core.streaming.ghosts.gradient` of ``a[y0:y1, x0:x1]`` at ``(i, j)``, the same float32
+    additions in the same order."""
+    im, ip = _reflect_in(i - 1, y0, y1), _reflect_in(i + 1, y0, y1)
+    jm, jp = _reflect_in(j - 1, x0, x1), _reflect_in(j + 1, x0, x1)
+    two = np.float32(2)
+    gx = ((a[im, jp] - a[im, jm]) + (a[ip, jp] - a[ip, jm])) + (a[i, jp] - a[i, jm]) * two
+    gy = ((a[ip, jm] + a[ip, jp]) + a[ip, j] * two) - ((a[im, jm] + a[im, jp]) + a[im, j] * two)
+    return abs(gx) + abs(gy)
+
+
+@njit(cache=True, nogil=True)
+def ghost_evidence(
+    x: np.ndarray, bg: np.ndarray, labels: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """:func:`core.streaming.ghosts.contour_evidence` in one call: each blob's mean frame-only and
+    background-only edge strength over its contour band, the gradients taken at the band's pixels
+    alone (the reference takes them over the blobs' bounding box), the same float32 arithmetic and
+    float64 sums in the same order.
+
+    ``x``, ``bg`` (h, w) float32; ``labels`` (h, w) int32, ``cv2.connectedComponents``' labels
+    (``n`` of them, the background's included). Returns ``(frame_only, bg_only)``, each (n,) float64.
+    """
+    h, w = labels.shape
+    r0, r1, c0, c1 = h, -1, w, -1
+    flat_labels = labels.ravel()
+    for i in range(h):  # the blobs' bounding box: a row's OR first (a vector loop), then its ends
+        row = np.uint64(i * w)
+        any_label = np.int32(0)
+        for j in range(np.uint64(w)):
+            any_label |= flat_labels[row + j]
+        if any_label == 0:
+            continue
+        r0, r1 = min(r0, i), i
+        first, last = 0, w - 1
+        while flat_labels[row + np.uint64(first)] == 0:
+            first += 1
+        while flat_labels[row + np.uint64(last)] == 0:
+            last -= 1
+        c0, c1 = min(c0, first), max(c1, last)
+    pos, neg = np.zeros(n), np.zeros(n)
+    count = np.zeros(n, np.int64)
+    if r1 < 0:
+        return pos, neg
+    y0, y1, x0, x1 = max(r0 - 2, 0), min(r1 + 3, h), max(c0 - 2, 0), min(c1 + 3, w)
+    bh, bw = y1 - y0, x1 - x0
+    blobs = np.empty((bh, bw), np.uint8)
+    B = blobs.ravel()
+    for i in range(bh):
+        src, dst = np.uint64((y0 + i) * w + x0), np.uint64(i * bw)
+        for j in range(np.uint64(bw)):
+            B[dst + j] = flat_labels[src + j] > 0
+    tmp, grown, shrunk = np.empty((bh, bw), np.uint8), np.empty((bh, bw), np.uint8), np.empty((bh, bw), np.uint8)
+    _extreme(blobs, tmp, grown, 3, True)  # the band: the 3 x 3 square neither all blob nor all background
+    _extreme(blobs, tmp, shrunk, 3, False)
+    G, S = grown.ravel(), shrunk.ravel()
+    for q in range(np.uint64(bh * bw)):
+        G[q] ^= S[q]  # 1 on the band
+    for i in range(y0, y1):
+        row = np.uint64((i - y0) * bw)
+        for c in range(0, bw, 32):  # 32 pixels at a time: most hold no band pixel and are skipped at once
+            c_end = min(c + 32, bw)
+            on_band = np.uint8(0)
+            for q in range(np.uint64(c), np.uint64(c_end)):
+                on_band |= G[row + q]
+            if on_band == 0:
+                continue
+            for j in range(x0 + c, x0 + c_end):
+                if G[row + np.uint64(j - x0)] != 0:
+                    _band_pixel(x, bg, labels, i, j, y0, y1, x0, x1, pos, neg, count)
+    for k in range(n):
+        c = max(count[k], 1)
+        pos[k] /= c
+        neg[k] /= c
+    pos[0] = neg[0] = 0.0
+    return pos, neg
+
+
+@njit(cache=True, nogil=True)
+def _band_pixel(
+    x: np.ndarray,
+    bg: np.ndarray,
+    labels: np.ndarray,
+    i: int,
+    j: int,
+    y0: int,
+    y1: int,
+    x0: int,
+    x1: int,
+    pos: np.ndarray,
+    neg: np.ndarray,
+    count: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """One band pixel's share of :func:`ghost_evidence`'s sums, added to its blob's."""
+    near = 0  # the band's outer pixels take their neighbouring blob's label (the largest)
+    for ii in range(max(i - 1, y0), min(i + 2, y1)):
+        for jj in range(max(j - 1, x0), min(j + 2, x1)):
+            near = max(near, labels[ii, jj])
+    d = _sobel_l1(x, i, j, y0, y1, x0, x1) - _sobel_l1(bg, i, j, y0, y1, x0, x1)
+    pos[near] += np.float64(max(d, np.float32(0)))
+    neg[near] += np.float64(max(-d, np.float32(0)))
+    count[near] += 1
+
+
+@njit(cache=True, nogil=True)
 def _extreme(src: np.ndarray, tmp: np.ndarray, dst: np.ndarray, side: int, grow: bool) -> None:  # pragma: no cover
     """A ``side`` x ``side`` square dilation (``grow``: OR over the square) or erosion (AND) of a
     0-or-1 mask, with OpenCV's anchor (``side // 2``) and its neutral border: along the rows into
@@ -1079,6 +1199,7 @@ def cached() -> bool:
             light_moments,
             feedback,
             components,
+            ghost_evidence,
             fused.sweep,
         )
         return all(f._cache._cache_file._load_index() for f in entries)
@@ -1176,6 +1297,7 @@ def warm() -> None:
     light_moments(img, img, on, 2)
     feedback(on, on, on, 3, False, img.copy(), one, one, one, one, on.copy())
     components(blob)
+    ghost_evidence(img, img, blob.astype(np.int32), 2)
     cube = np.ones((2, 2, 2), np.float32)
     fused.sweep(
         cube, cube.copy(), cube.copy(), cube, cube.copy(), img[:2, :2].copy(), img[:2, :2], one, one, True, True
