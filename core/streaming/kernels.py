@@ -540,6 +540,28 @@ def _root(parent: np.ndarray, r: int) -> int:  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _join_rows(
+    start: np.ndarray, end: np.ndarray, parent: np.ndarray, edge: np.ndarray, a: int, b: int, k: int, reach: int
+) -> None:  # pragma: no cover - compiled
+    """Join each run ``a .. b - 1`` of a row with the runs ``b .. k - 1`` of the next that share a
+    column with it (``reach`` 0) or touch it diagonally too (``reach`` 1), in one merge of the two
+    rows' runs (each ``[start, end)``). The smaller index stays the root (the first run in raster
+    order), and a root's ``edge`` is the OR of its runs'."""
+    b_start = b
+    while a < b_start and b < k:
+        if start[a] < end[b] + reach and start[b] < end[a] + reach:
+            ra, rb = _root(parent, a), _root(parent, b)
+            if ra != rb:
+                lo, hi = min(ra, rb), max(ra, rb)
+                parent[hi] = lo
+                edge[lo] = edge[lo] or edge[hi]
+        if end[a] <= end[b]:
+            a += 1
+        else:
+            b += 1
+
+
+@njit(cache=True, nogil=True)
 def fill_holes(mask: np.ndarray, out: np.ndarray) -> int:  # pragma: no cover - compiled
     """:func:`core.streaming.postprocess.fill_holes`: the background regions (4-connected) that do
     not touch the image border set to foreground.
@@ -599,18 +621,8 @@ def fill_holes(mask: np.ndarray, out: np.ndarray) -> int:  # pragma: no cover - 
                 start[k], end[k], parent[k] = s0, col, k
                 edge[k] = i == 0 or i == h - 1 or s0 == 0 or col == w
                 k += 1
-        if i > 0:  # join the runs that overlap a run of the row above
-            a, b = first[i - 1], first[i]
-            while a < first[i] and b < k:
-                if start[a] < end[b] and start[b] < end[a]:
-                    ra, rb = _root(parent, a), _root(parent, b)
-                    if ra != rb:
-                        parent[rb] = ra
-                        edge[ra] = edge[ra] or edge[rb]
-                if end[a] <= end[b]:
-                    a += 1
-                else:
-                    b += 1
+        if i > 0:  # join the runs that overlap a run of the row above (4-connected background)
+            _join_rows(start, end, parent, edge, first[i - 1], first[i], k, 0)
     first[h] = k
     filled = 0
     for i in range(h):
@@ -662,6 +674,7 @@ def components(mask: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     start = np.empty(n, np.int32)
     end = np.empty(n, np.int32)
     parent = np.empty(n, np.int32)
+    edge = np.zeros(n, np.bool_)  # unused here: _join_rows keeps it for fill_holes
     first = np.empty(h + 1, np.int32)  # the first run of each row
     k = 0
     for i in range(h):
@@ -677,20 +690,8 @@ def components(mask: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
                 col += 1
             start[k], end[k], parent[k] = s0, col, k
             k += 1
-        if i > 0:  # join the runs that touch a run of the row above (diagonals included)
-            a, b = first[i - 1], first[i]
-            while a < first[i] and b < k:
-                if start[a] <= end[b] and start[b] <= end[a]:
-                    ra, rb = _root(parent, a), _root(parent, b)
-                    if ra != rb:  # the smaller index stays the root: the first run in raster order
-                        if ra < rb:
-                            parent[rb] = ra
-                        else:
-                            parent[ra] = rb
-                if end[a] <= end[b]:
-                    a += 1
-                else:
-                    b += 1
+        if i > 0:  # join the runs that touch a run of the row above, diagonals included (8-connected)
+            _join_rows(start, end, parent, edge, first[i - 1], first[i], k, 1)
     first[h] = k
     label = np.full(n, -1, np.int32)
     count = 0
