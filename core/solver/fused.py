@@ -63,6 +63,8 @@ def sweep(
     """
     k, N, n = lk.shape
     L, T, Q, X, E = lk.ravel(), t.ravel(), q.ravel(), x1.ravel(), e.ravel()  # flat views
+    Mf, Xm = M.ravel(), x_mean.ravel()
+    acc = np.empty(n, np.float32)  # a row's sum over the slices, then the shift of T
     one = np.float32(1.0)
     for r in range(k):
         for i in range(N):
@@ -77,7 +79,6 @@ def sweep(
                     Q[o + j] = T[o + j] - L[o + j]
             if mean:
                 m0 = np.uint64(r * n)
-                Mf = M.ravel()
                 for j in range(np.uint64(n)):
                     z = (Q[o + j] + X[o + j]) - L[o + j]
                     z -= Mf[m0 + j]
@@ -91,10 +92,8 @@ def sweep(
                     E[o + j] = z - cl
                     T[o + j] = L[o + j] + cl
         if mean:
-            Mf, Xm = M.ravel(), x_mean.ravel()
             m0 = np.uint64(r * n)
             o = np.uint64(r * N * n)
-            acc = np.empty(n, np.float32)
             for j in range(np.uint64(n)):
                 acc[j] = E[o + j]
             for i in range(1, N):  # the slices one after another, as numpy's reduction adds them

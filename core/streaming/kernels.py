@@ -793,20 +793,19 @@ def ghost_evidence(
         G[q] ^= S[q]  # 1 on the band
     for i in range(y0, y1):
         row = np.uint64((i - y0) * bw)
-        for c in range(0, bw, 32):  # 32 pixels at a time: most hold no band pixel and are skipped at once
-            c_end = min(c + 32, bw)
+        for chunk in range(0, bw, 32):  # 32 pixels at a time: most hold no band pixel and are skipped at once
+            chunk_end = min(chunk + 32, bw)
             on_band = np.uint8(0)
-            for q in range(np.uint64(c), np.uint64(c_end)):
+            for q in range(np.uint64(chunk), np.uint64(chunk_end)):
                 on_band |= G[row + q]
             if on_band == 0:
                 continue
-            for j in range(x0 + c, x0 + c_end):
+            for j in range(x0 + chunk, x0 + chunk_end):
                 if G[row + np.uint64(j - x0)] != 0:
                     _band_pixel(x, bg, labels, i, j, y0, y1, x0, x1, pos, neg, count)
     for k in range(n):
-        c = max(count[k], 1)
-        pos[k] /= c
-        neg[k] /= c
+        pos[k] /= max(count[k], 1)
+        neg[k] /= max(count[k], 1)
     pos[0] = neg[0] = 0.0
     return pos, neg
 

@@ -4,7 +4,8 @@ Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_motion.py [--frames N] [-
 
 Part 1, in this process, per frame at 320 x 240 (CDnet highway from ../shared when present, else
 the synthetic scene): the model's masks are made first (async refits, as the worker runs it);
-then, on those masks, the motion stage with the defaults (regions and whole-frame events), with
+then, on those masks, the motion stage as the worker runs it (its regions labelled by the
+model's compiled kernel when it is loaded) with the defaults (regions and whole-frame events), with
 two zones and an ignored area (the fill before the model included), the live view's ``offer``
 with no viewer, and one preview frame drawn and encoded (what a viewer costs per JPEG). Each is
 the best of 3 rounds (the machine is shared), beside OpenCV MOG2's ``apply`` on the same frames
@@ -77,7 +78,11 @@ def in_process(n):
     model.close(wait=10)
     headers = [{"epoch": "e", "seq": i, "t_capture_ns": i} for i in range(len(X))]
     pairs = list(zip(X, masks, headers, strict=True))
-    print(f"part 1: {name}, {len(X)} frames, mean foreground {np.mean([m.mean() / 255 for m in masks]):.3f}")
+    compiled = model.compiled  # the worker labels the regions with the model's kernels once they are loaded
+    print(
+        f"part 1: {name}, {len(X)} frames, mean foreground {np.mean([m.mean() / 255 for m in masks]):.3f}, "
+        f"regions labelled by {'the compiled kernel' if compiled else 'OpenCV'}"
+    )
 
     def stage_cost(cfg):
         stage = MotionStage(cfg)
@@ -85,13 +90,13 @@ def in_process(n):
         def one(p):
             frame, mask, h = p
             stage.prepare(frame)
-            return stage.update(mask, frame.shape, h)
+            return stage.update(mask, frame.shape, h, compiled=compiled)
 
         return best_ms(one, pairs), stage
 
     default_ms, _ = stage_cost(MotionConfig())
     zones_ms, stage = stage_cost(MotionConfig(zones=ZONES, ignore=IGNORE))
-    result = stage.update(masks[-1], X[-1].shape, headers[-1])
+    result = stage.update(masks[-1], X[-1].shape, headers[-1], compiled=compiled)
     view = LiveView("bench", IGNORE, {z.name: z.polygon for z in ZONES}, 5.0)
     offer_ms = best_ms(lambda p: view.offer(p[2]["seq"], p[0], result, 0.01), pairs)
     view.offer(0, X[-1], result, 0.01)
@@ -107,8 +112,17 @@ def in_process(n):
 
 
 def watch(url, stop_event, got):
-    """Read the MJPEG stream as a browser does, counting JPEG parts."""
-    with urllib.request.urlopen(url, timeout=10) as r:
+    """Read the MJPEG stream as a browser does, counting JPEG parts (retrying until the worker's
+    view server listens: it starts after the worker's metrics)."""
+    while not stop_event.is_set():
+        try:
+            r = urllib.request.urlopen(url, timeout=10)
+            break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        return
+    with r:
         while not stop_event.is_set():
             line = r.readline()
             if line.startswith(b"Content-Length:"):
