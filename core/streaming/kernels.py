@@ -1215,15 +1215,19 @@ def cached() -> bool:
 def start() -> None:
     """Make the kernels usable as soon as possible without holding up the caller.
 
-    With a filled cache they are loaded now (:func:`warm`, about 0.5 s). With an empty or stale one
-    a child process compiles them into the cache (15-20 s of one core) and this returns at once;
-    :func:`ready` loads them once the child has finished. Once per process.
+    With a filled cache a thread loads them (:func:`warm`, about 0.5 s idle, and three times that
+    on a loaded machine, where a restarted worker's first mask waited for it). With an empty or
+    stale one a child process compiles them into the cache (15-20 s of one core) and :func:`ready`
+    starts that thread once the child has finished. Either way this returns at once and the
+    model's steps run the numpy reference (the same masks) until the kernels are loaded. Once
+    per process.
     """
-    global _child, _child_err
-    if _warm or _child is not None:
+    global _child, _child_err, _loader
+    if _warm or _child is not None or _loader is not None:
         return
     if cached():
-        warm()
+        _loader = threading.Thread(target=_load, name="kernels-load", daemon=True)
+        _loader.start()
         return
     root = str(pathlib.Path(__file__).resolve().parents[2])
     _child_err = tempfile.TemporaryFile()  # a file, not a pipe: a child's long output cannot block it
@@ -1263,6 +1267,11 @@ def _load() -> None:
         warm()
     except Exception as exc:  # noqa: BLE001 - whatever numba raised: the model stays on numpy
         _failure = f"loading the compiled kernels failed: {type(exc).__name__}: {exc}"
+
+
+def compiling() -> bool:
+    """Whether :func:`start`'s child process is compiling the kernels now (an empty or stale cache)."""
+    return _child is not None and _child.poll() is None
 
 
 def failure() -> str | None:

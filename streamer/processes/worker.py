@@ -506,11 +506,14 @@ def run_worker(
     m.serve(cfg.worker.metrics_port, cfg.worker.metrics_address)
     sockets = _Sockets(cfg.worker, log)
     t0 = time.perf_counter()
-    worker = _Worker(cfg, log, m)  # the model's compiled kernels load here, or compile on an empty cache
+    worker = _Worker(cfg, log, m)  # the model's compiled kernels start loading, or compiling on an empty cache
     model = worker.stage.model
     kernel = model.params.kernel
     if kernel == "numba" and not model.compiled:
-        kernel += ", compiling in a child process (numpy, the same masks, until then)"
+        from core.streaming import kernels
+
+        how = "compiling in a child process" if kernels.compiling() else "loading from numba's cache"
+        kernel += f", {how} (numpy, the same masks, until then)"
     log.info("model ready in %.1f s (per-pixel steps: %s)", time.perf_counter() - t0, kernel)
     view_server = None
     if worker.view is not None:
