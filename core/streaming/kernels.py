@@ -68,8 +68,7 @@ def _matched(
 
     Every sample is counted, without ViBe's stop at ``matches``: the loop then has no branch and
     runs on vector instructions, and the answer is the same. Most pixels that reach this test
-    are foreground and match no sample, so the stop saved nothing on them (decide: 0.43 against
-    0.49 ms a frame back to back on the motorway video's recorded frames, 2026-11-28)."""
+    are foreground and match no sample, where the stop saves nothing."""
     c = 0
     for s in range(samples.shape[1]):
         c += abs(samples[row, s] - xv) < r
@@ -1215,10 +1214,10 @@ def cached() -> bool:
 def start() -> None:
     """Make the kernels usable as soon as possible without holding up the caller.
 
-    With a filled cache a thread loads them (:func:`warm`, about 0.5 s idle, and three times that
-    on a loaded machine, where a restarted worker's first mask waited for it). With an empty or
-    stale one a child process compiles them into the cache (15-20 s of one core) and :func:`ready`
-    starts that thread once the child has finished. Either way this returns at once and the
+    With a filled cache a thread loads them (:func:`warm`, about 0.5 s idle, longer on a loaded
+    machine; a restarted worker does not wait for them). With an empty or stale one a child
+    process compiles them into the cache (15-20 s of one core) and :func:`ready` starts that
+    thread once the child has finished. Either way this returns at once and the
     model's steps run the numpy reference (the same masks) until the kernels are loaded. Once
     per process.
     """
