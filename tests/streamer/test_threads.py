@@ -46,8 +46,15 @@ def test_the_worker_limits_its_threads_with_no_variable_in_the_environment(tmp_p
 
 
 def _nice(pid, tid):
-    """A thread's nice value, from ``/proc/PID/task/TID/stat`` (field 19)."""
-    return int(pathlib.Path(f"/proc/{pid}/task/{tid}/stat").read_text().rpartition(")")[2].split()[16])
+    """A thread's nice value, from ``/proc/PID/task/TID/stat`` (field 19); None if the thread has ended.
+
+    A short-lived thread (the one that loads the compiled kernels) can end between the listing of
+    ``/proc/PID/task`` and the read of its ``stat``.
+    """
+    try:
+        return int(pathlib.Path(f"/proc/{pid}/task/{tid}/stat").read_text().rpartition(")")[2].split()[16])
+    except (ProcessLookupError, FileNotFoundError):
+        return None
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own priority is Linux's")
@@ -58,7 +65,8 @@ def test_the_workers_refit_thread_runs_below_its_frame_loop():
     cap = start_capture(frames, "synthetic:160x120", "--fps", 50, "--max-frames", 60)
     wait_for(lambda: metric(scrape(port) or {}, "kdrsdl_solver_starts_total", camera="cam1", mode="cold") >= 1, 30,
              "a refit")  # fmt: skip
-    tasks = {int(t.name): _nice(proc.pid, t.name) for t in pathlib.Path(f"/proc/{proc.pid}/task").iterdir()}
+    listed = {int(t.name): _nice(proc.pid, t.name) for t in pathlib.Path(f"/proc/{proc.pid}/task").iterdir()}
+    tasks = {tid: nice for tid, nice in listed.items() if nice is not None}
     stop(cap)
     rc, _, err = stop(proc)
     assert rc == 0, err[-2000:]
