@@ -561,7 +561,7 @@ class KDRSDLBackgroundSubtractor:
         self._pending_light = None
         assert self._lam is not None  # set by the first frame, before any refit
         settings = RefitSettings.from_knobs(self.params, self._lam, self.compiled)
-        report = self._refitter.submit(w.stack(), init, w.start, settings, w.stack_masks())
+        report = self._refitter.submit(w.view(), init, w.start, settings)
         if report is not None:
             self._install(report)
             self._sync_refit = report

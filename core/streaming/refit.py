@@ -27,6 +27,7 @@ from core.streaming.decision import pixel_spread
 from core.streaming.params import BackgroundParams
 from core.streaming.resolution import refit_shape
 from core.streaming.samples import window_samples
+from core.streaming.window import WindowFrames
 
 #: Niceness the refit thread adds to its own (Linux, where a thread's priority is its own): the
 #: frame loop is the latency-critical work and a refit is background work, so where cameras
@@ -157,7 +158,7 @@ class RefitSettings:
 
 
 def solve_window(
-    X: np.ndarray,
+    X: np.ndarray | WindowFrames,
     init: KDRSDLState | None,
     start: int,
     s: RefitSettings,
@@ -168,8 +169,9 @@ def solve_window(
 
     Parameters
     ----------
-    X : ndarray, shape (N, m, n), float32
-        The window's frames, intensity in [0, 1].
+    X : ndarray, shape (N, m, n), float32, or WindowFrames
+        The window's frames, intensity in [0, 1]; a :class:`core.streaming.window.WindowFrames` is
+        stacked here (on the refit's thread, its time counted in the report), with its masks as ``fg``.
     init : KDRSDLState or None
         Warm start (already slid to this window), or None for a cold fit (3x the iterations).
     start : int
@@ -192,6 +194,9 @@ def solve_window(
     """
     t0, c0 = time.perf_counter(), time.thread_time()
     try:
+        if isinstance(X, WindowFrames):
+            window = X
+            X, fg = window.stack(), window.stack_masks()
         shape = refit_shape(X.shape[1:], s.scale)
         coarse = shape != X.shape[1:]
         Xs = reduce_window(X, shape) if coarse else X
@@ -258,16 +263,9 @@ class _Job:
         self.done = threading.Event()
         self.report: RefitReport | None = None
 
-    def run(
-        self,
-        X: np.ndarray,
-        init: KDRSDLState | None,
-        start: int,
-        settings: RefitSettings,
-        fg: np.ndarray | None = None,
-    ) -> None:
+    def run(self, window: WindowFrames, init: KDRSDLState | None, start: int, settings: RefitSettings) -> None:
         try:
-            self.report = solve_window(X, init, start, settings, cancel=self.cancel, fg=fg)
+            self.report = solve_window(window, init, start, settings, cancel=self.cancel)
         finally:
             self.done.set()
 
@@ -303,22 +301,18 @@ class Refitter:
         return None if self._job is None else self._job.kind
 
     def submit(
-        self,
-        X: np.ndarray,
-        init: KDRSDLState | None,
-        start: int,
-        settings: RefitSettings,
-        fg: np.ndarray | None = None,
+        self, window: WindowFrames, init: KDRSDLState | None, start: int, settings: RefitSettings
     ) -> RefitReport | None:
-        """Start a refit (:func:`solve_window`'s arguments); inline, its report is returned at once,
-        else None (see :meth:`collect`)."""
+        """Start a refit of ``window`` (:func:`solve_window`'s other arguments); inline, its report
+        is returned at once, else None (see :meth:`collect`). On the thread the window is stacked
+        there, off the frames' path."""
         if not self.threaded:
-            return solve_window(X, init, start, settings, fg=fg)
+            return solve_window(window, init, start, settings)
         if self._queue is None:
             self._queue = queue.SimpleQueue()
             threading.Thread(target=self._serve, args=(self._queue,), name="kdrsdl-refit", daemon=True).start()
         self._job = self._last = _Job("cold" if init is None else "warm")
-        self._queue.put((self._job, (X, init, start, settings, fg)))
+        self._queue.put((self._job, (window, init, start, settings)))
         return None
 
     @staticmethod

@@ -19,6 +19,37 @@ import numpy as np
 STILL_REFITS = 2
 
 
+@dataclass(frozen=True)
+class WindowFrames:
+    """The window's frames and masks at one moment, by reference: what a refit solves.
+
+    A refit on its thread stacks them there (:meth:`stack`, a copy of 9 MB at 320 x 240: 4-20
+    ms), not on the frames' path. The frames are never changed in place: a change of light and an
+    adopted ghost give the window new arrays (:meth:`WindowSchedule.map`, :meth:`WindowSchedule.adopt`).
+
+    Attributes
+    ----------
+    frames : tuple of ndarray, each shape (m, n), float32
+        Oldest first.
+    masks : tuple of (ndarray, shape (m, n), bool, or None)
+        :attr:`WindowSchedule.masks` of the same frames.
+    """
+
+    frames: tuple
+    masks: tuple
+
+    def stack(self) -> np.ndarray:
+        """The frames as one array, shape (N, m, n), float32, oldest first."""
+        return np.stack(self.frames)
+
+    def stack_masks(self) -> np.ndarray | None:
+        """The masks as (N, m, n) bool, or None when no frame has one."""
+        if all(m is None for m in self.masks):
+            return None
+        shape = self.frames[0].shape
+        return np.stack([np.zeros(shape, bool) if m is None else m for m in self.masks])
+
+
 @dataclass
 class WindowSchedule:
     """The frames of the window and the counters that schedule refits.
@@ -138,16 +169,17 @@ class WindowSchedule:
         self.since_refit = 0
         self.new_since_refit = 0
 
+    def view(self) -> WindowFrames:
+        """The window's frames and masks now, by reference (a refit stacks them on its thread)."""
+        return WindowFrames(tuple(self.frames), tuple(self.masks))
+
     def stack(self) -> np.ndarray:
         """The window as one array, shape (N, m, n), float32, oldest first."""
-        return np.stack(self.frames)
+        return self.view().stack()
 
     def stack_masks(self) -> np.ndarray | None:
         """The frames' ``masks`` as (N, m, n) bool, or None when no frame has one."""
-        if all(m is None for m in self.masks):
-            return None
-        shape = self.frames[0].shape
-        return np.stack([np.zeros(shape, bool) if m is None else m for m in self.masks])
+        return self.view().stack_masks()
 
     def map(self, fn: Callable[[np.ndarray], np.ndarray]) -> None:
         """Replace every frame of the window by ``fn(frame)`` (a new array; e.g. a change of light)."""
