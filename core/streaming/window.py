@@ -23,9 +23,9 @@ STILL_REFITS = 2
 class WindowFrames:
     """The window's frames and masks at one moment, by reference: what a refit solves.
 
-    A refit on its thread stacks them there (:meth:`stack`, a copy of 9 MB at 320 x 240: 4-20
-    ms), not on the frames' path. The frames are never changed in place: a change of light and an
-    adopted ghost give the window new arrays (:meth:`WindowSchedule.map`, :meth:`WindowSchedule.adopt`).
+    A refit on its thread stacks them there (:meth:`stack`, a copy of the whole window), not on the
+    frames' path. The frames are never changed in place: a change of light and an adopted ghost
+    give the window new arrays (:meth:`WindowSchedule.map`, :meth:`WindowSchedule.adopt`).
 
     Attributes
     ----------
