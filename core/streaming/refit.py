@@ -185,13 +185,20 @@ def solve_window(
     fg : ndarray, shape (N, m, n), bool, optional
         Window samples the model called foreground that entered as they were (the warm-up's,
         :attr:`core.streaming.window.WindowSchedule.masks`): left out of the spread and replaced by
-        ``M`` in the samples' seeding, as the samples ``E`` flags are.
+        ``M`` in the samples' seeding, as the samples ``E`` flags are. With an array ``X`` only.
 
     Returns
     -------
     RefitReport or None
         None when ``cancel`` was set before the refit finished.
+
+    Raises
+    ------
+    TypeError
+        If ``X`` is a ``WindowFrames`` and ``fg`` is given too (the window carries its masks).
     """
+    if isinstance(X, WindowFrames) and fg is not None:
+        raise TypeError("solve_window: a WindowFrames carries its own masks; pass fg with an array only")
     t0, c0 = time.perf_counter(), time.thread_time()
     try:
         if isinstance(X, WindowFrames):

@@ -62,3 +62,5 @@ def test_a_threaded_refit_stacks_the_window_on_its_thread_and_survives_a_window_
     assert want is not None and want.result is not None and good.result is not None
     np.testing.assert_array_equal(good.result.M, want.result.M)
     np.testing.assert_array_equal(good.sigma, want.sigma)
+    with pytest.raises(TypeError, match="its own masks"):  # two sources of masks: a caller's mistake
+        solve_window(window, None, 7, _settings(), fg=window.stack_masks())
