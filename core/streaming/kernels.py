@@ -27,7 +27,7 @@ already. docs/design.md, "The compiled per-frame pass", says why numba.
 - :func:`postprocess` (with :func:`restore_rims` and :func:`fill_holes`): the mask's
   post-processing (:mod:`core.streaming.postprocess`) in one call, where the reference makes
   about ten calls to OpenCV and numpy: the opening, the solid blobs' rims, the closing and the
-  hole filling of the plain and of the reported mask;
+  hole filling of the plain and of the reported mask, on masks packed 64 pixels to a word;
 - :func:`ghost_evidence`: the ghost test's edges along each blob's contour
   (:mod:`core.streaming.ghosts`), the gradients taken at the contour's pixels alone;
 - :func:`core.solver.fused.sweep`, loaded and cached with them: the element-wise steps of each
@@ -53,6 +53,7 @@ from typing import IO, Any
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from core.solver import fused
 
@@ -454,87 +455,6 @@ def write_samples(
 
 
 @njit(cache=True, nogil=True)
-def restore_rims(
-    raw: np.ndarray, exclude: np.ndarray, opened: np.ndarray, solidity: float, out: np.ndarray
-) -> int:  # pragma: no cover - compiled
-    """:func:`core.streaming.postprocess.restore_rims`: each blob of ``raw`` without ``exclude``
-    (8-connected) that holds a pixel the opening took is visited once, breadth first, and written
-    into ``out`` whole when ``opened`` kept at least ``solidity`` of it.
-
-    Parameters
-    ----------
-    raw, opened : ndarray, shape (h, w), uint8 (0 or 1)
-        The mask before the opening, and after it.
-    exclude : ndarray, shape (h, w), bool
-        Pixels left out of the blobs (the reference's ``exclude``; all False for none).
-    solidity : float
-        The share of a blob the opening must have kept.
-    out : ndarray, shape (h, w), uint8 (written)
-        A copy of ``opened``; the restored blobs are set in it.
-
-    Returns
-    -------
-    int
-        How many pixels were restored (0: ``out`` equals ``opened``).
-    """
-    h, w = raw.shape
-    raw1, ex1, open1, out1 = raw.ravel(), exclude.ravel(), opened.ravel(), out.ravel()  # flat views
-    # the blobs' pixels not yet visited: one load and one test per neighbour in the search
-    free = np.empty(h * w, np.uint8)
-    n_free = 0
-    for p in range(np.uint64(h * w)):
-        f = raw1[p] & ~np.uint8(ex1[p]) & np.uint8(1)
-        free[p] = f
-        n_free += f
-    # the queue, rows and columns apart (no division per pixel), as long as the blobs' pixels
-    rows, cols = np.empty(max(n_free, 1), np.int32), np.empty(max(n_free, 1), np.int32)
-    restored = 0
-    for i in range(h):
-        # a row without a pixel the opening took is skipped after one vectorised pass over it
-        raw_row, opened_row = raw1[i * w : i * w + w], open1[i * w : i * w + w]
-        took = 0
-        for j in range(np.uint64(w)):
-            took += raw_row[j] > opened_row[j]
-        if took == 0:
-            continue
-        for p in range(np.uint64(i * w), np.uint64(i * w + w)):
-            if free[p] == 0 or open1[p] != 0:
-                continue
-            free[p] = 0
-            rows[0], cols[0] = i, p - np.uint64(i * w)
-            n, head, kept = 1, 0, 0
-            while head < n:
-                qi, qj = rows[head], cols[head]
-                head += 1
-                if open1[np.uint64(qi * w + qj)] != 0:
-                    kept += 1
-                if 0 < qi < h - 1 and 0 < qj < w - 1:  # inside the frame: the eight neighbours, no bounds
-                    for ii in range(qi - 1, qi + 2):
-                        r0 = np.uint64(ii * w + qj - 1)
-                        for d in range(3):
-                            r = r0 + np.uint64(d)
-                            if free[r]:
-                                free[r] = 0
-                                rows[n], cols[n] = ii, qj - 1 + d
-                                n += 1
-                    continue
-                for ii in range(max(qi - 1, 0), min(qi + 2, h)):
-                    for jj in range(max(qj - 1, 0), min(qj + 2, w)):
-                        r = np.uint64(ii * w + jj)
-                        if free[r]:
-                            free[r] = 0
-                            rows[n], cols[n] = ii, jj
-                            n += 1
-            if kept >= solidity * n:
-                for k in range(n):
-                    r = np.uint64(rows[k] * w + cols[k])
-                    if out1[r] == 0:
-                        out1[r] = 1
-                        restored += 1
-    return restored
-
-
-@njit(cache=True, nogil=True)
 def _root(parent: np.ndarray, r: int) -> int:  # pragma: no cover - compiled
     """The root of run ``r`` in the union-find forest, halving the path on the way."""
     while parent[r] != r:
@@ -565,20 +485,298 @@ def _join_rows(
             b += 1
 
 
-@njit(cache=True, nogil=True)
-def fill_holes(mask: np.ndarray, out: np.ndarray) -> int:  # pragma: no cover - compiled
-    """:func:`core.streaming.postprocess.fill_holes`: the background regions (4-connected) that do
-    not touch the image border set to foreground.
+# ---------------------------------------------------------------------------- packed masks
+# The post-processing works on masks packed 64 pixels to a word (bit j of word k of a row is the
+# pixel 64 k + j; the bits past the row's end are 0): a 7 x 7 closing is then a few shifts and ORs
+# a word, and the runs of a row come out of its words' bit transitions, where the byte masks
+# took a pass over every pixel (docs/design.md, "The compiled per-frame pass").
 
-    The background is cut into runs along the rows; two runs of adjacent rows that share a column
-    are one region (a union-find over the runs, each root flagged when a run of its region touches
-    the border). The frame is read twice (the runs counted, then found), where the reference's
-    flood fill and its copies pass over it several times.
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+_ONE64 = np.uint64(1)
+
+
+@njit(cache=True, nogil=True)
+def _pack(src: np.ndarray, bits: np.ndarray) -> None:  # pragma: no cover - compiled
+    """``src`` (h, w), any dtype, nonzero = set, packed into ``bits`` (h, ceil(w / 64)) uint64."""
+    h, w = src.shape
+    nw = bits.shape[1]
+    S, P = src.ravel(), bits.ravel()
+    for i in range(h):
+        row = np.uint64(i * w)
+        for k in range(nw):
+            base = row + np.uint64(64 * k)
+            v = np.uint64(0)
+            for b in range(np.uint64(min(64, w - 64 * k))):
+                v |= np.uint64(S[base + b] != 0) << b
+            P[i * nw + k] = v
+
+
+@njit(cache=True, nogil=True)
+def _unpack(bits: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Packed ``bits`` (h, ceil(w / 64)) uint64 into ``dst`` (h, w) uint8, 0 or 1."""
+    h, w = dst.shape
+    nw = bits.shape[1]
+    D, P = dst.ravel(), bits.ravel()
+    for i in range(h):
+        row = np.uint64(i * w)
+        for k in range(nw):
+            base = row + np.uint64(64 * k)
+            v = P[i * nw + k]
+            for b in range(np.uint64(min(64, w - 64 * k))):
+                D[base + b] = np.uint8((v >> b) & _ONE64)
+
+
+@njit(cache=True, nogil=True)
+def _last_word(w: int, nw: int) -> np.uint64:  # pragma: no cover - compiled
+    """The bits of a packed row's last word that hold pixels (``w`` pixels in ``nw`` words)."""
+    n = w - 64 * (nw - 1)
+    return _ALL if n == 64 else (_ONE64 << np.uint64(n)) - _ONE64
+
+
+@njit(cache=True, nogil=True)
+def _packed_extreme(
+    src: np.ndarray, tmp: np.ndarray, dst: np.ndarray, w: int, side: int, grow: bool
+) -> None:  # pragma: no cover - compiled
+    """:func:`_extreme` on packed masks (``w`` pixels a row): a ``side`` x ``side`` square dilation
+    (``grow``) or erosion with OpenCV's anchor and neutral border, along the rows into ``tmp``
+    (each word ORed or ANDed with itself shifted by each offset, the neighbouring words' bits
+    carried in), then down the columns into ``dst`` (which may be ``src``)."""
+    h, nw = src.shape
+    a = side // 2
+    b = side - 1 - a  # offsets -a .. b
+    last = _last_word(w, nw)
+    fill = np.uint64(0) if grow else _ALL  # outside the frame: neutral
+    S, T, D = src.ravel(), tmp.ravel(), dst.ravel()
+    pad = np.empty(nw + 2, np.uint64)  # one row, a neutral word at each end
+    pad[0] = pad[nw + 1] = fill
+    unw, two, w64 = np.uint64(nw), np.uint64(2), np.uint64(64)
+    for i in range(h):
+        row = np.uint64(i * nw)
+        for k in range(unw):
+            pad[k + _ONE64] = S[row + k]
+        pad[nw] = (pad[nw] & last) | (fill & ~last)  # the pad bits neutral too
+        for k in range(unw):
+            cur, prev, nxt = pad[k + _ONE64], pad[k], pad[k + two]
+            acc = cur
+            for off in range(1, a + 1):  # the pixel off to the left: the bits shifted up
+                u = np.uint64(off)
+                s = (cur << u) | (prev >> (w64 - u))
+                acc = acc | s if grow else acc & s
+            for off in range(1, b + 1):
+                u = np.uint64(off)
+                s = (cur >> u) | (nxt << (w64 - u))
+                acc = acc | s if grow else acc & s
+            T[row + k] = acc
+        T[row + unw - _ONE64] &= last
+    for i in range(h):
+        row = np.uint64(i * nw)
+        lo, hi = max(i - a, 0), min(i + b + 1, h)
+        for k in range(unw):
+            acc = T[np.uint64(lo * nw) + k]
+            for ii in range(lo + 1, hi):
+                acc = acc | T[np.uint64(ii * nw) + k] if grow else acc & T[np.uint64(ii * nw) + k]
+            D[row + k] = acc
+
+
+@njit(cache=True, nogil=True)
+def _popcount(v: np.uint64) -> int:  # pragma: no cover - compiled
+    """The set bits of a word (the classic SWAR count)."""
+    v = v - ((v >> _ONE64) & np.uint64(0x5555555555555555))
+    v = (v & np.uint64(0x3333333333333333)) + ((v >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    v = (v + (v >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return int((v * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@njit(cache=True, nogil=True)
+def _ctz(v: np.uint64) -> int:  # pragma: no cover - compiled
+    """The trailing zero bits of a nonzero word (one instruction)."""
+    return int(trailing_zeros(v))  # type: ignore[call-arg]
+
+
+@njit(cache=True, nogil=True)
+def _runs(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The runs of set pixels of a packed mask, row by row, in raster order: ``start``, ``end``
+    (each (n,) int32, ``[start, end)`` columns) and ``first`` ((h + 1,) int32, row ``i``'s runs
+    are ``first[i] .. first[i + 1] - 1``). A run starts at a set bit whose left neighbour is
+    clear and ends at one whose right neighbour is; the words' trailing zeros find them."""
+    h, nw = bits.shape
+    n = 0
+    for i in range(h):  # the runs' count first: each one's start bit
+        carry = np.uint64(0)  # the last pixel of the word before (none at the row's start)
+        for k in range(nw):
+            f = bits[i, k]
+            n += _popcount(f & ~((f << _ONE64) | carry))
+            carry = f >> np.uint64(63)
+    start = np.empty(n, np.int32)
+    end = np.empty(n, np.int32)
+    first = np.empty(h + 1, np.int32)
+    r = 0
+    for i in range(h):
+        first[i] = r
+        carry = np.uint64(0)
+        for k in range(nw):
+            f = bits[i, k]
+            if f == 0:
+                carry = np.uint64(0)
+                continue
+            starts = f & ~((f << _ONE64) | carry)
+            nxt = bits[i, k + 1] if k + 1 < nw else np.uint64(0)
+            ends = f & ~((f >> _ONE64) | (nxt << np.uint64(63)))
+            while ends != 0:  # each end closes the open run; a start before it opens it
+                ze = _ctz(ends)
+                if starts != 0 and _ctz(starts) <= ze:
+                    start[r] = 64 * k + _ctz(starts)
+                    starts &= starts - _ONE64
+                end[r] = 64 * k + ze + 1
+                ends &= ends - _ONE64
+                r += 1
+            if starts != 0:  # a run that goes on into the next word
+                start[r] = 64 * k + _ctz(starts)
+            carry = f >> np.uint64(63)
+    first[h] = r
+    return start, end, first
+
+
+@njit(cache=True, nogil=True)
+def _range_mask(s: int, k: int, e: int) -> tuple[np.uint64, int]:  # pragma: no cover - compiled
+    """The bits of word ``k`` that pixels ``[s, e)`` cover (``s`` in that word), and the next ``s``."""
+    lo, hi = s & 63, min(e - 64 * k, 64)
+    return (_ALL >> np.uint64(64 - (hi - lo))) << np.uint64(lo), 64 * k + hi
+
+
+@njit(cache=True, nogil=True)
+def _count_range(bits: np.ndarray, i: int, s: int, e: int) -> int:  # pragma: no cover - compiled
+    """How many of row ``i``'s pixels ``[s, e)`` are set."""
+    c = 0
+    while s < e:
+        k = s >> 6
+        m, s = _range_mask(s, k, e)
+        c += _popcount(bits[i, k] & m)
+    return c
+
+
+@njit(cache=True, nogil=True)
+def _set_range(bits: np.ndarray, i: int, s: int, e: int) -> None:  # pragma: no cover - compiled
+    """Set row ``i``'s pixels ``[s, e)``."""
+    while s < e:
+        k = s >> 6
+        m, s = _range_mask(s, k, e)
+        bits[i, k] |= m
+
+
+@njit(cache=True, nogil=True)
+def _packed_restore(
+    raw: np.ndarray, exclude: np.ndarray, opened: np.ndarray, solidity: float, out: np.ndarray
+) -> int:  # pragma: no cover - compiled
+    """:func:`restore_rims` on packed masks: the blobs of ``raw`` without ``exclude`` are its runs
+    joined row by row when they touch (8-connected, a union-find); each blob's size and the pixels
+    ``opened`` kept of it are summed over its runs; a blob that lost pixels and kept at least
+    ``solidity`` of them is set whole in ``out`` (a copy of ``opened``). Returns how many pixels
+    were restored."""
+    h, nw = raw.shape
+    free = np.empty((h, nw), np.uint64)
+    for i in range(h):
+        for k in range(nw):
+            free[i, k] = raw[i, k] & ~exclude[i, k]
+    start, end, first = _runs(free)
+    n = start.shape[0]
+    parent = np.arange(n).astype(np.int32)
+    edge = np.zeros(n, np.bool_)  # unused here: _join_rows keeps it for fill_holes
+    for i in range(1, h):
+        _join_rows(start, end, parent, edge, first[i - 1], first[i], first[i + 1], 1)
+    size, kept, kept_run = np.zeros(n, np.int64), np.zeros(n, np.int64), np.empty(n, np.int64)
+    for i in range(h):
+        for r in range(first[i], first[i + 1]):
+            kept_run[r] = _count_range(opened, i, start[r], end[r])
+            root = _root(parent, r)
+            size[root] += end[r] - start[r]
+            kept[root] += kept_run[r]
+    restored = 0
+    for i in range(h):
+        for r in range(first[i], first[i + 1]):
+            root = _root(parent, r)
+            if kept[root] < size[root] and kept[root] >= solidity * size[root]:
+                _set_range(out, i, start[r], end[r])
+                restored += end[r] - start[r] - kept_run[r]
+    return restored
+
+
+@njit(cache=True, nogil=True)
+def _packed_fill(bits: np.ndarray, w: int) -> int:  # pragma: no cover - compiled
+    """:func:`fill_holes` on a packed mask (``w`` pixels a row), in place: the background's runs
+    joined row by row where they share a column (4-connected, a union-find, each root flagged
+    when a run of its region touches the border); the runs of unflagged regions are set.
+    Returns how many pixels were filled."""
+    h, nw = bits.shape
+    last = _last_word(w, nw)
+    bg = np.empty((h, nw), np.uint64)
+    for i in range(h):
+        for k in range(nw):
+            bg[i, k] = ~bits[i, k]
+        bg[i, nw - 1] &= last
+    start, end, first = _runs(bg)
+    n = start.shape[0]
+    parent = np.arange(n).astype(np.int32)
+    edge = np.empty(n, np.bool_)
+    for i in range(h):
+        for r in range(first[i], first[i + 1]):
+            edge[r] = i == 0 or i == h - 1 or start[r] == 0 or end[r] == w
+        if i > 0:
+            _join_rows(start, end, parent, edge, first[i - 1], first[i], first[i + 1], 0)
+    filled = 0
+    for i in range(h):
+        for r in range(first[i], first[i + 1]):
+            if not edge[_root(parent, r)]:
+                _set_range(bits, i, start[r], end[r])
+                filled += end[r] - start[r]
+    return filled
+
+
+@njit(cache=True, nogil=True)
+def restore_rims(
+    raw: np.ndarray, exclude: np.ndarray, opened: np.ndarray, solidity: float, out: np.ndarray
+) -> int:  # pragma: no cover - compiled
+    """:func:`core.streaming.postprocess.restore_rims`: each blob of ``raw`` without ``exclude``
+    (8-connected) that lost pixels to the opening is written into ``out`` whole when ``opened``
+    kept at least ``solidity`` of it (:func:`_packed_restore`).
 
     Parameters
     ----------
-    mask : ndarray, shape (h, w), uint8 (0 or 1)
+    raw, opened : ndarray, shape (h, w), uint8 (0 or 1)
+        The mask before the opening, and after it.
+    exclude : ndarray, shape (h, w), bool
+        Pixels left out of the blobs (the reference's ``exclude``; all False for none).
+    solidity : float
+        The share of a blob the opening must have kept.
     out : ndarray, shape (h, w), uint8 (written)
+        ``opened`` with the restored blobs set.
+
+    Returns
+    -------
+    int
+        How many pixels were restored (0: ``out`` equals ``opened``).
+    """
+    h, w = raw.shape
+    nw = (w + 63) // 64
+    rb, eb, ob = np.empty((h, nw), np.uint64), np.empty((h, nw), np.uint64), np.empty((h, nw), np.uint64)
+    _pack(raw, rb)
+    _pack(exclude, eb)
+    _pack(opened, ob)
+    res = ob.copy()
+    restored = _packed_restore(rb, eb, ob, solidity, res)
+    _unpack(res, out)
+    return restored
+
+
+@njit(cache=True, nogil=True)
+def fill_holes(mask: np.ndarray, out: np.ndarray) -> int:  # pragma: no cover - compiled
+    """:func:`core.streaming.postprocess.fill_holes`: the background regions (4-connected) that do
+    not touch the image border set to foreground (:func:`_packed_fill`).
+
+    Parameters
+    ----------
+    mask : ndarray, shape (h, w), uint8 (nonzero = foreground)
+    out : ndarray, shape (h, w), uint8 (written, 0 or 1)
         ``mask`` with its holes filled (``out`` may be ``mask``).
 
     Returns
@@ -587,54 +785,10 @@ def fill_holes(mask: np.ndarray, out: np.ndarray) -> int:  # pragma: no cover - 
         How many pixels were filled.
     """
     h, w = mask.shape
-    mask1, out1 = mask.ravel(), out.ravel()  # flat views
-    counts = np.empty(h, np.int64)  # each row's runs (a run starts at a 0 after a nonzero or the edge)
-    for i in range(h):
-        left, right = (
-            mask1[i * w : i * w + w - 1],
-            mask1[i * w + 1 : i * w + w],
-        )  # slices: a loop of vector instructions
-        c = np.int64(mask1[i * w] == 0)
-        for j in range(np.uint64(w - 1)):
-            c += left[j] > right[j]
-        counts[i] = c
-    n = counts.sum()
-    start = np.empty(n, np.int32)
-    end = np.empty(n, np.int32)
-    parent = np.empty(n, np.int32)
-    edge = np.empty(n, np.bool_)
-    first = np.empty(h + 1, np.int32)  # the first run of each row
-    k = 0
-    for i in range(h):
-        first[i] = k
-        row = np.uint64(i * w)
-        for j in range(np.uint64(w)):
-            out1[row + j] = mask1[row + j]
-        if counts[i] == 1 and mask1[row] == 0 and mask1[row + np.uint64(w - 1)] == 0:
-            start[k], end[k], parent[k], edge[k] = 0, w, k, True  # a row of background alone
-            k += 1
-        elif counts[i] > 0:
-            col = np.uint64(0)
-            while col < w:
-                if mask1[row + col] != 0:
-                    col += np.uint64(1)
-                    continue
-                s0 = col
-                while col < w and mask1[row + col] == 0:
-                    col += np.uint64(1)
-                start[k], end[k], parent[k] = s0, col, k
-                edge[k] = i == 0 or i == h - 1 or s0 == 0 or col == w
-                k += 1
-        if i > 0:  # join the runs that overlap a run of the row above (4-connected background)
-            _join_rows(start, end, parent, edge, first[i - 1], first[i], k, 0)
-    first[h] = k
-    filled = 0
-    for i in range(h):
-        for r in range(first[i], first[i + 1]):
-            if not edge[_root(parent, r)]:
-                for j in range(start[r], end[r]):
-                    out[i, j] = 1
-                filled += end[r] - start[r]
+    bits = np.empty((h, (w + 63) // 64), np.uint64)
+    _pack(mask, bits)
+    filled = _packed_fill(bits, w)
+    _unpack(bits, out)
     return filled
 
 
@@ -643,11 +797,11 @@ def components(mask: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """The 8-connected components of a mask and their statistics, as OpenCV's
     ``connectedComponentsWithStats`` gives them, in one call and without a label image.
 
-    The foreground is cut into runs along the rows; two runs of adjacent rows that overlap or
-    touch diagonally are one component (a union-find over the runs, as :func:`fill_holes` does
-    for the background); each run then adds its pixels' count, coordinate sums and extent to its
-    component's. The components come in the order of their first pixel in a raster scan, as
-    OpenCV numbers its labels.
+    The foreground is cut into runs along the rows (:func:`_runs`, on the packed mask); two runs
+    of adjacent rows that overlap or touch diagonally are one component (a union-find over the
+    runs, as :func:`_packed_fill` does for the background); each run then adds its pixels' count,
+    coordinate sums and extent to its component's. The components come in the order of their
+    first pixel in a raster scan, as OpenCV numbers its labels.
 
     Parameters
     ----------
@@ -662,41 +816,14 @@ def components(mask: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
         centroid is each sum over the area, as OpenCV's).
     """
     h, w = mask.shape
-    m1 = mask.ravel()  # a flat view
-    on = np.empty(w + 1, np.uint8)  # one row as 0 / 1, with a 0 after it
-    on[w] = 0
-    counts = np.empty(h, np.int64)  # each row's runs: a run starts at a nonzero after a zero or the row's start
-    for i in range(h):
-        row = np.uint64(i * w)
-        for j in range(np.uint64(w)):
-            on[j] = m1[row + j] != 0
-        c = np.int64(on[0])
-        for j in range(np.uint64(w)):
-            c += on[j + np.uint64(1)] > on[j]
-        counts[i] = c
-    n = counts.sum()
-    start = np.empty(n, np.int32)
-    end = np.empty(n, np.int32)
-    parent = np.empty(n, np.int32)
+    bits = np.empty((h, (w + 63) // 64), np.uint64)
+    _pack(mask, bits)
+    start, end, first = _runs(bits)
+    n = start.shape[0]
+    parent = np.arange(n).astype(np.int32)
     edge = np.zeros(n, np.bool_)  # unused here: _join_rows keeps it for fill_holes
-    first = np.empty(h + 1, np.int32)  # the first run of each row
-    k = 0
-    for i in range(h):
-        first[i] = k
-        row = np.uint64(i * w)
-        col = 0 if counts[i] else w  # a row without foreground is not scanned
-        while col < w:
-            if m1[row + np.uint64(col)] == 0:
-                col += 1
-                continue
-            s0 = col
-            while col < w and m1[row + np.uint64(col)] != 0:
-                col += 1
-            start[k], end[k], parent[k] = s0, col, k
-            k += 1
-        if i > 0:  # join the runs that touch a run of the row above, diagonals included (8-connected)
-            _join_rows(start, end, parent, edge, first[i - 1], first[i], k, 1)
-    first[h] = k
+    for i in range(1, h):  # join the runs that touch a run of the row above, diagonals included (8-connected)
+        _join_rows(start, end, parent, edge, first[i - 1], first[i], first[i + 1], 1)
     label = np.full(n, -1, np.int32)
     count = 0
     for r in range(n):  # a component's number: its root's rank among the roots, in raster order
@@ -896,10 +1023,10 @@ def postprocess(
     plain: np.ndarray,
     reported: np.ndarray,
 ) -> int:  # pragma: no cover - compiled
-    """:func:`core.streaming.postprocess.postprocess_restored` in one call: the opening, the solid
-    blobs' rims restored (:func:`restore_rims`), then the closing and the hole filling
-    (:func:`fill_holes`) of both masks. The same masks as the reference's OpenCV morphology and
-    flood fill, without a return to the interpreter between the steps.
+    """:func:`core.streaming.postprocess.postprocess_restored` in one call, on packed masks: the
+    opening, the solid blobs' rims restored (:func:`_packed_restore`), then the closing and the
+    hole filling (:func:`_packed_fill`) of both masks. The same masks as the reference's OpenCV
+    morphology and flood fill, without a return to the interpreter between the steps.
 
     Parameters
     ----------
@@ -923,27 +1050,32 @@ def postprocess(
         ``reported`` holds nothing of use).
     """
     h, w = raw.shape
-    tmp = np.empty((h, w), np.uint8)
-    opened = np.empty((h, w), np.uint8)
+    nw = (w + 63) // 64
+    raw_bits, tmp, opened = np.empty((h, nw), np.uint64), np.empty((h, nw), np.uint64), np.empty((h, nw), np.uint64)
+    _pack(raw, raw_bits)
     if open_size > 1:
-        _extreme(raw, tmp, opened, open_size, False)
-        _extreme(opened, tmp, opened, open_size, True)
+        _packed_extreme(raw_bits, tmp, opened, w, open_size, False)
+        _packed_extreme(opened, tmp, opened, w, open_size, True)
     else:
-        opened[:, :] = raw
+        opened[:, :] = raw_bits
     restored = 0
+    rims = np.empty((h, nw), np.uint64)
     if open_size > 1 and solidity > 0:
-        reported[:, :] = opened
-        restored = restore_rims(raw, exclude, opened, solidity, reported)
+        ex_bits = np.empty((h, nw), np.uint64)
+        _pack(exclude, ex_bits)
+        rims[:, :] = opened
+        restored = _packed_restore(raw_bits, ex_bits, opened, solidity, rims)
+    out = np.empty((h, nw), np.uint64)
     for k in range(2 if restored else 1):
-        out = plain if k == 0 else reported
-        src = opened if k == 0 else reported
+        src = opened if k == 0 else rims
         if close_size > 1:
-            _extreme(src, tmp, out, close_size, True)
-            _extreme(out, tmp, out, close_size, False)
-        elif k == 0:
+            _packed_extreme(src, tmp, out, w, close_size, True)
+            _packed_extreme(out, tmp, out, w, close_size, False)
+        else:
             out[:, :] = src
         if fill:
-            fill_holes(out, out)
+            _packed_fill(out, w)
+        _unpack(out, plain if k == 0 else reported)
     return restored
 
 

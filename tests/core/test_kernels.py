@@ -256,7 +256,7 @@ def test_fill_holes_equals_the_flood_fill():
     cases += [np.array([[1, 0, 1, 0, 0, 1]], np.uint8), np.array([[1], [0], [1]], np.uint8)]
     rng = np.random.default_rng(0)
     for _ in range(300):
-        shape = tuple(int(v) for v in rng.integers(1, 40, 2))
+        shape = (int(rng.integers(1, 40)), int(rng.integers(1, 160)))  # rows of one to three packed words
         field = rng.random(shape) < rng.uniform(0.2, 0.8)
         cases.append(cv2.dilate(field.astype(np.uint8), np.ones((2, 2), np.uint8)))
     holes = 0
@@ -288,7 +288,7 @@ def test_components_are_opencvs_with_their_statistics():
         np.eye(6, dtype=np.uint8)[::-1].copy(),
     ]
     for _ in range(600):
-        shape = tuple(int(v) for v in rng.integers(1, 61, 2))
+        shape = (int(rng.integers(1, 61)), int(rng.integers(1, 160)))  # rows of one to three packed words
         m = cv2.GaussianBlur(rng.random(shape), (0, 0), 1.5) > rng.uniform(0.3, 0.7)  # blobs with ragged rims
         m |= rng.random(shape) < 0.05  # and specks
         cases.append(m.astype(np.uint8) * np.uint8(rng.integers(1, 256)))
@@ -310,13 +310,15 @@ def test_postprocess_in_one_call_equals_the_reference(seed):
     """The compiled post-processing (opening, rims, closing, filling in one call) gives the
     reference's plain and reported masks at every square side from 0 to 11, even ones included
     (OpenCV's anchor), with and without exclusions, and the same array for both when nothing was
-    restored."""
+    restored; rows of one to three packed words and of exactly 64 and 128 pixels (blobs and
+    holes across the words' ends)."""
     from core.streaming.postprocess import postprocess_restored
 
     rng = np.random.default_rng(seed)
     restored = 0
     for k in range(400):
-        shape = tuple(int(v) for v in rng.integers(1, 60, 2))
+        width = int(rng.choice([64, 128])) if k % 5 == 0 else int(rng.integers(1, 200))
+        shape = (int(rng.integers(1, 60)), width)
         raw = cv2.GaussianBlur(rng.random(shape), (0, 0), 2) > 0.5  # blobs with ragged rims
         raw |= rng.random(shape) < rng.uniform(0, 0.2)  # and specks
         exclude = rng.random(shape) < 0.05 if k % 3 else None
