@@ -179,6 +179,28 @@ def test_samples_update_equals_the_numpy_update_to_the_bit(seed):
     assert np.count_nonzero(sn.samples != pair(seed)[0][1].samples) > 0.05 * sn.samples.size
 
 
+@pytest.mark.parametrize("dynamic_share", [0.0, 0.003, 0.05, 1.0])
+def test_samples_update_finds_the_dynamic_pixels_turns_as_the_reference(dynamic_share):
+    """The compiled update takes the same due pixels in the same order as the reference (the
+    dynamic ones off the schedule's phase among them) with none, few, many and every pixel
+    dynamic, on a frame whose pixel count is not a multiple of eight, its last pixels dynamic."""
+    shape = (37, 51)  # 1887 pixels
+    rng = np.random.default_rng(7)
+    table = rng.random((shape[0] * shape[1], 20), dtype=np.float32)
+    sets = [SampleSet(shape, SampleParams(compiled=compiled)) for compiled in (False, True)]
+    for s in sets:
+        s.seed(table)
+    for t in range(40):
+        x = rng.random(shape, dtype=np.float32)
+        learn = rng.random(shape) < 0.9
+        dynamic = rng.random(shape) < dynamic_share
+        dynamic[-1, -3:] = True  # the tail
+        for s in sets:
+            s.update(x, learn, dynamic, t)
+        np.testing.assert_array_equal(sets[1].samples, sets[0].samples, err_msg=f"frame {t}")
+    assert np.count_nonzero(sets[0].samples != table) > 0.05 * table.size
+
+
 def test_the_moving_background_and_its_offset_equal_the_numpy_ones_to_the_bit(solved):  # noqa: F811
     M0, P, rng, state, lam, dynamic = solved
     fitter = moving_fitter(state)
