@@ -22,7 +22,7 @@ from core.streaming.frame_model import frame_background, last_background, moving
 from core.streaming.ghosts import GhostParams, GhostTracker
 from core.streaming.light import LightChange, detect_light_change, map_state, sample_step, unchanged
 from core.streaming.params import BackgroundParams
-from core.streaming.postprocess import postprocess_restored, square
+from core.streaming.postprocess import drop_specks, postprocess_restored, square
 from core.streaming.refit import RefitReport, RefitSettings, Refitter
 from core.streaming.samples import SampleParams, SampleSet
 from core.streaming.snapshot import ModelSnapshot
@@ -369,6 +369,10 @@ class KDRSDLBackgroundSubtractor:
             absorbed = self._absorb_ghosts(x, bg, mask)
             if absorbed is not None and reported is not mask:
                 reported &= ~absorbed
+        if self._decider is not None and threshold is None and p.speck_area > 0:
+            reported = drop_specks(
+                reported, self._decider.v, int(p.speck_area * raw.size), p.speck_blink, self.compiled
+            )
         if self._decider is not None and threshold is None:
             self._decider.feedback(raw, mask, inside=self.n_frames < p.warmup_blink_frames)
         self._learn(x, bg, mask)

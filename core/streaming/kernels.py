@@ -733,6 +733,54 @@ def _packed_fill(bits: np.ndarray, w: int) -> int:  # pragma: no cover - compile
 
 
 @njit(cache=True, nogil=True)
+def drop_specks(mask: np.ndarray, v: np.ndarray, max_pixels: int, min_share: float) -> int:  # pragma: no cover
+    """:func:`core.streaming.postprocess.drop_specks` in place: the blobs (8-connected) are the
+    packed mask's runs joined row by row (a union-find); each blob's pixels and those of them with
+    ``v > 0`` are summed over its runs, and the runs of the small blobs that blinked are cleared.
+
+    Parameters
+    ----------
+    mask : ndarray, shape (h, w), uint8 (0 or 1; changed)
+    v : ndarray, shape (h, w), float32
+        The blink counts.
+    max_pixels : int
+        Blobs of at least this many pixels are kept.
+    min_share : float
+        Share of a small blob's pixels with ``v > 0`` that makes it a speck.
+
+    Returns
+    -------
+    int
+        How many pixels were cleared.
+    """
+    h, w = mask.shape
+    bits = np.empty((h, (w + 63) // 64), np.uint64)
+    _pack(mask, bits)
+    start, end, first = _runs(bits)
+    n = start.shape[0]
+    parent = np.arange(n).astype(np.int32)
+    edge = np.zeros(n, np.bool_)  # unused here: _join_rows keeps it for fill_holes
+    for i in range(1, h):
+        _join_rows(start, end, parent, edge, first[i - 1], first[i], first[i + 1], 1)
+    size, blinked = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for i in range(h):
+        for r in range(first[i], first[i + 1]):
+            root = _root(parent, r)
+            size[root] += end[r] - start[r]
+            for j in range(start[r], end[r]):
+                blinked[root] += v[i, j] > 0
+    cleared = 0
+    for i in range(h):
+        for r in range(first[i], first[i + 1]):
+            root = _root(parent, r)
+            if size[root] < max_pixels and blinked[root] >= min_share * size[root]:
+                for j in range(start[r], end[r]):
+                    mask[i, j] = 0
+                cleared += end[r] - start[r]
+    return cleared
+
+
+@njit(cache=True, nogil=True)
 def restore_rims(
     raw: np.ndarray, exclude: np.ndarray, opened: np.ndarray, solidity: float, out: np.ndarray
 ) -> int:  # pragma: no cover - compiled
@@ -1331,6 +1379,7 @@ def cached() -> bool:
             restore_rims,
             fill_holes,
             postprocess,
+            drop_specks,
             uniform_shadow,
             light_moments,
             feedback,
@@ -1438,6 +1487,7 @@ def warm() -> None:
     restore_rims(blob, np.zeros((4, 4), bool), blob, 0.8, blob.copy())
     fill_holes(blob, blob.copy())
     postprocess(blob, np.zeros((4, 4), bool), 3, 7, True, 0.8, blob.copy(), blob.copy())
+    drop_specks(blob.copy(), np.ones((4, 4), np.float32), 20, 0.25)
     uniform_shadow(img, img, on, on.copy(), 3, 5, np.float32(0.0025))
     light_moments(img, img, on, 2)
     feedback(on, on, on, 3, False, img.copy(), one, one, one, one, on.copy())

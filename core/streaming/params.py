@@ -427,6 +427,23 @@ class BackgroundParams:
         "Fill the holes of the mask's blobs after the closing (the uniform inside of a "
         "vehicle scores low but is foreground).",
     )
+    speck_area: float = knob(
+        0.004,
+        "A blob of the reported mask smaller than this share of the frame is dropped when at least "
+        "speck_blink of its pixels have blinked lately (a blink count above 0): a patch of leaves or "
+        "water that swung further than before, not an object (core.streaming.postprocess."
+        "drop_specks). 0 = none.",
+        "share of the frame",
+        0,
+        1,
+    )
+    speck_blink: float = knob(
+        0.25,
+        "Share of a small blob's pixels with a blink count above 0 that makes it a speck (speck_area).",
+        "",
+        0,
+        1,
+    )
     update_blend: float = knob(
         0.7,
         "Weight of the background in the pixels under the dilated mask when a frame "

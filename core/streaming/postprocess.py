@@ -201,3 +201,49 @@ def _close_fill(m: np.ndarray, close_size: int, fill: bool) -> np.ndarray:
     if fill:
         m = fill_holes(m)
     return m.view(bool)  # still a new array of 0 and 1 (OpenCV's or fill_holes'): no copy needed
+
+
+def drop_specks(
+    mask: np.ndarray, v: np.ndarray, max_pixels: int, min_share: float, compiled: bool = False
+) -> np.ndarray:
+    """The mask without its specks: the blobs (8-connected) of fewer than ``max_pixels`` pixels of
+    which at least ``min_share`` have blinked lately (a blink count above 0).
+
+    A leaf, a wave or a ripple that swings further than it has while the model watched it makes a
+    small blob where the background has been flickering; an object is larger, or lies where the
+    background has been still (docs/algorithm.md, "Specks").
+
+    Parameters
+    ----------
+    mask : ndarray, shape (h, w), bool
+        The reported mask (not changed).
+    v : ndarray, shape (h, w), float32
+        The decision's blink counts (:class:`core.streaming.decision.PixelDecision`).
+    max_pixels : int
+        A blob of at least this many pixels is kept, pixels; 0 keeps every blob.
+    min_share : float
+        Share of a small blob's pixels with ``v > 0`` that makes it a speck.
+    compiled : bool
+        Run :func:`core.streaming.kernels.drop_specks` (the kernels loaded), to the same mask: the
+        blobs are the packed mask's runs joined row by row.
+
+    Returns
+    -------
+    ndarray, shape (h, w), bool
+        ``mask`` itself when nothing is dropped, else a new array.
+    """
+    if max_pixels <= 0 or not mask.any():
+        return mask
+    if compiled:
+        from core.streaming import kernels
+
+        out = mask.copy()
+        return out if kernels.drop_specks(out.view(np.uint8), v, max_pixels, float(min_share)) else mask
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(mask.view(np.uint8), connectivity=8)
+    area = stats[:, cv2.CC_STAT_AREA]
+    blinked = np.bincount(labels[v > 0], minlength=n)  # each blob's pixels that blinked lately
+    speck = (area < max_pixels) & (blinked >= min_share * area)
+    speck[0] = False  # the background
+    if not speck.any():
+        return mask
+    return mask & ~speck[labels]

@@ -405,8 +405,10 @@ def test_restored_rims_are_reported_and_never_learnt_on_highway():
     # the rule learns exactly the same (its masks are the plain ones, to the bit) and a ghost's edge
     # is still learnt. On the full sequence the rule lifts F from 0.938 to 0.953 (bench_ablation);
     # on frames 470-900 measured 0.954 -> 0.964, 160,229 pixels restored over the 900 frames.
+    # The specks' rule is off in both: it drops small blobs of the reported mask, restored or not.
     d = need(HIGHWAY)
-    restored, plain = KDRSDLBackgroundSubtractor(), KDRSDLBackgroundSubtractor(open_restore=0.0)
+    restored = KDRSDLBackgroundSubtractor(speck_area=0.0)
+    plain = KDRSDLBackgroundSubtractor(open_restore=0.0, speck_area=0.0)
     total = {"restored": Confusion(0, 0, 0, 0), "plain": Confusion(0, 0, 0, 0)}
     first = int((d / "temporalROI.txt").read_text().split()[0])
     grown = 0

@@ -7,7 +7,7 @@ import scipy.ndimage
 
 from core.streaming.background import KDRSDLBackgroundSubtractor
 from core.streaming.decision import DecisionParams, PixelDecision, pixel_spread
-from core.streaming.postprocess import fill_holes, postprocess, postprocess_restored, restore_rims, square
+from core.streaming.postprocess import drop_specks, fill_holes, postprocess, postprocess_restored, restore_rims, square
 
 
 def test_pixel_spread_recovers_each_pixels_noise_and_ignores_foreground_in_E():
@@ -250,3 +250,26 @@ def test_restore_rims_gives_a_solid_blob_its_thin_parts_back_and_leaves_specks_a
     np.testing.assert_array_equal(restored, got)
     plain, restored = postprocess_restored(opened, 3, 7, True, 0.8)
     assert restored is plain
+
+
+def test_a_small_blob_that_blinked_is_a_speck_and_an_object_is_not():
+    """drop_specks drops a small blob over pixels that blinked lately (leaves that swung further),
+    keeps one of the same size over still pixels (a small object), and keeps a large blob over
+    blinking pixels (an object passing in front of leaves)."""
+    mask = np.zeros((60, 80), bool)
+    v = np.zeros((60, 80), np.float32)
+    mask[5:10, 5:10] = True  # 25 pixels, every one blinked
+    v[3:12, 3:12] = 2.0
+    mask[5:10, 40:45] = True  # 25 pixels over a still background
+    mask[30:50, 20:60] = True  # 800 pixels, half of them blinked
+    v[30:40, 20:60] = 1.0
+    out = drop_specks(mask, v, max_pixels=100, min_share=0.25)
+    assert not out[5:10, 5:10].any()
+    assert out[5:10, 40:45].all() and out[30:50, 20:60].all()
+    assert np.count_nonzero(out) == np.count_nonzero(mask) - 25
+    # a small blob of which a fifth blinked stays at a quarter
+    v2 = np.zeros_like(v)
+    v2[5, 5:10] = 1.0
+    assert drop_specks(mask, v2, 100, 0.25) is mask
+    assert not drop_specks(mask, v2, 100, 0.2)[5:10, 5:10].any()
+    assert drop_specks(mask, v, 0, 0.25) is mask  # 0: the rule is off

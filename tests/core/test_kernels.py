@@ -426,3 +426,28 @@ def test_on_an_empty_cache_the_kernels_compile_aside_and_take_over_with_the_same
         assert not list(pkg.rglob("*.nbi"))
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(pkg)], check=True)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_drop_specks_equals_the_reference(seed):
+    """The compiled speck rule drops the same blobs as the reference's OpenCV labelling and counts:
+    ragged blobs and specks over blink counts that are 0 in places, at several sizes and shares,
+    on rows of one to three packed words; and returns the mask itself when it drops nothing."""
+    from core.streaming.postprocess import drop_specks
+
+    rng = np.random.default_rng(seed)
+    dropped = kept = 0
+    for k in range(200):
+        shape = (int(rng.integers(1, 50)), int(rng.integers(1, 160)))
+        mask = cv2.GaussianBlur(rng.random(shape), (0, 0), 1.5) > rng.uniform(0.4, 0.7)
+        mask |= rng.random(shape) < 0.03
+        v = (rng.random(shape, dtype=np.float32) * 3).astype(np.float32)
+        v[cv2.GaussianBlur(rng.random(shape), (0, 0), 3) > 0.5] = 0  # still regions
+        max_pixels, share = int(rng.choice([0, 5, 30, 200])), float(rng.choice([0.0, 0.25, 0.5, 1.0]))
+        want = drop_specks(mask, v, max_pixels, share)
+        got = drop_specks(mask, v, max_pixels, share, compiled=True)
+        np.testing.assert_array_equal(got, want, err_msg=f"case {k}")
+        assert (got is mask) == (want is mask)
+        dropped += want is not mask
+        kept += want is mask and max_pixels > 0 and mask.any()
+    assert dropped > 40 and kept > 10  # both outcomes were compared
