@@ -638,6 +638,21 @@ def _runs(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pra
 
 
 @njit(cache=True, nogil=True)
+def _blobs(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """The 8-connected blobs of a packed mask as runs: :func:`_runs`' ``start``, ``end`` and
+    ``first``, and ``parent`` ((n,) int32), the union-find forest that joins the runs of adjacent
+    rows that overlap or touch diagonally (a blob's root, :func:`_root`, is its first run in
+    raster order)."""
+    start, end, first = _runs(bits)
+    n = start.shape[0]
+    parent = np.arange(n).astype(np.int32)
+    edge = np.zeros(n, np.bool_)  # unused here: _join_rows keeps it for the hole filling
+    for i in range(1, bits.shape[0]):
+        _join_rows(start, end, parent, edge, first[i - 1], first[i], first[i + 1], 1)
+    return start, end, first, parent
+
+
+@njit(cache=True, nogil=True)
 def _range_mask(s: int, k: int, e: int) -> tuple[np.uint64, int]:  # pragma: no cover - compiled
     """The bits of word ``k`` that pixels ``[s, e)`` cover (``s`` in that word), and the next ``s``."""
     lo, hi = s & 63, min(e - 64 * k, 64)
@@ -678,12 +693,8 @@ def _packed_restore(
     for i in range(h):
         for k in range(nw):
             free[i, k] = raw[i, k] & ~exclude[i, k]
-    start, end, first = _runs(free)
+    start, end, first, parent = _blobs(free)
     n = start.shape[0]
-    parent = np.arange(n).astype(np.int32)
-    edge = np.zeros(n, np.bool_)  # unused here: _join_rows keeps it for fill_holes
-    for i in range(1, h):
-        _join_rows(start, end, parent, edge, first[i - 1], first[i], first[i + 1], 1)
     size, kept, kept_run = np.zeros(n, np.int64), np.zeros(n, np.int64), np.empty(n, np.int64)
     for i in range(h):
         for r in range(first[i], first[i + 1]):
@@ -756,12 +767,8 @@ def drop_specks(mask: np.ndarray, v: np.ndarray, max_pixels: int, min_share: flo
     h, w = mask.shape
     bits = np.empty((h, (w + 63) // 64), np.uint64)
     _pack(mask, bits)
-    start, end, first = _runs(bits)
+    start, end, first, parent = _blobs(bits)
     n = start.shape[0]
-    parent = np.arange(n).astype(np.int32)
-    edge = np.zeros(n, np.bool_)  # unused here: _join_rows keeps it for fill_holes
-    for i in range(1, h):
-        _join_rows(start, end, parent, edge, first[i - 1], first[i], first[i + 1], 1)
     size, blinked = np.zeros(n, np.int64), np.zeros(n, np.int64)
     for i in range(h):
         for r in range(first[i], first[i + 1]):
@@ -866,12 +873,8 @@ def components(mask: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     h, w = mask.shape
     bits = np.empty((h, (w + 63) // 64), np.uint64)
     _pack(mask, bits)
-    start, end, first = _runs(bits)
+    start, end, first, parent = _blobs(bits)
     n = start.shape[0]
-    parent = np.arange(n).astype(np.int32)
-    edge = np.zeros(n, np.bool_)  # unused here: _join_rows keeps it for fill_holes
-    for i in range(1, h):  # join the runs that touch a run of the row above, diagonals included (8-connected)
-        _join_rows(start, end, parent, edge, first[i - 1], first[i], first[i + 1], 1)
     label = np.full(n, -1, np.int32)
     count = 0
     for r in range(n):  # a component's number: its root's rank among the roots, in raster order
