@@ -28,6 +28,8 @@ already. docs/design.md, "The compiled per-frame pass", says why numba.
   post-processing (:mod:`core.streaming.postprocess`) in one call, where the reference makes
   about ten calls to OpenCV and numpy: the opening, the solid blobs' rims, the closing and the
   hole filling of the plain and of the reported mask, on masks packed 64 pixels to a word;
+- :func:`drop_specks`: the reported mask's small blobs over pixels that blinked lately dropped
+  (:func:`core.streaming.postprocess.drop_specks`), its blobs found on the packed runs;
 - :func:`ghost_evidence`: the ghost test's edges along each blob's contour
   (:mod:`core.streaming.ghosts`), the gradients taken at the contour's pixels alone;
 - :func:`core.solver.fused.sweep`, loaded and cached with them: the element-wise steps of each

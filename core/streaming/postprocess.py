@@ -32,7 +32,7 @@ def fill_holes(mask: np.ndarray, compiled: bool = False) -> np.ndarray:
         Run :func:`core.streaming.kernels.fill_holes` (the kernels loaded), to the same mask: the
         background's runs, found in the packed mask's words, joined row by row, where this flood
         fill and its copies pass over the pixels several times (0.026 against 0.044 ms a frame on
-        highway's closed masks, back to back).
+        highway's closed masks, back to back; a one-off timing).
 
     Returns
     -------
@@ -87,7 +87,7 @@ def restore_rims(
         Run :func:`core.streaming.kernels.restore_rims` (the kernels loaded), to the same mask:
         the blobs are the packed mask's runs joined row by row, where OpenCV's labelling and
         numpy's counts pass over every pixel (0.067 against 0.30 ms a frame on highway's masks,
-        back to back).
+        back to back; a one-off timing).
 
     Returns
     -------
@@ -162,7 +162,7 @@ def postprocess_restored(
     compiled : bool
         Run :func:`core.streaming.kernels.postprocess` (the kernels loaded): every step in one
         compiled call on masks packed 64 pixels to a word, to the same masks (0.14 against 0.49
-        ms a frame on highway's raw masks, back to back).
+        ms a frame on highway's raw masks, back to back; a one-off timing).
 
     Returns
     -------

@@ -51,6 +51,7 @@ STEPS = {
     "shadow, compiled": (kernels, "uniform_shadow"),
     "consensus": (samples.SampleSet, "match"),
     "post-processing": (background, "postprocess_restored"),
+    "specks": (background, "drop_specks"),
     "feedback": (decision.PixelDecision, "feedback"),
     "ghosts": (KDRSDLBackgroundSubtractor, "_absorb_ghosts"),
     "learning": (KDRSDLBackgroundSubtractor, "_learn"),
