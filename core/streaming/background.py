@@ -371,7 +371,12 @@ class KDRSDLBackgroundSubtractor:
                 reported &= ~absorbed
         if self._decider is not None and threshold is None and p.speck_area > 0:
             reported = drop_specks(
-                reported, self._decider.v, int(p.speck_area * raw.size), p.speck_blink, self.compiled
+                reported,
+                self._decider.v,
+                int(p.speck_area * raw.size),
+                p.speck_blink,
+                round(p.speck_reach * max(raw.shape)),
+                self.compiled,
             )
         if self._decider is not None and threshold is None:
             self._decider.feedback(raw, mask, inside=self.n_frames < p.warmup_blink_frames)

@@ -746,10 +746,13 @@ def _packed_fill(bits: np.ndarray, w: int) -> int:  # pragma: no cover - compile
 
 
 @njit(cache=True, nogil=True)
-def drop_specks(mask: np.ndarray, v: np.ndarray, max_pixels: int, min_share: float) -> int:  # pragma: no cover
+def drop_specks(
+    mask: np.ndarray, v: np.ndarray, max_pixels: int, min_share: float, reach: int
+) -> int:  # pragma: no cover - compiled
     """:func:`core.streaming.postprocess.drop_specks` in place: the blobs (8-connected) are the
-    packed mask's runs joined row by row (a union-find); each blob's pixels and those of them with
-    ``v > 0`` are summed over its runs, and the runs of the small blobs that blinked are cleared.
+    packed mask's runs joined row by row (a union-find); each blob's pixels, those of them with
+    ``v > 0`` and its bounding box are summed over its runs, and the runs of the small blobs that
+    blinked and lie far from every large blob's box are cleared.
 
     Parameters
     ----------
@@ -760,6 +763,8 @@ def drop_specks(mask: np.ndarray, v: np.ndarray, max_pixels: int, min_share: flo
         Blobs of at least this many pixels are kept.
     min_share : float
         Share of a small blob's pixels with ``v > 0`` that makes it a speck.
+    reach : int
+        A small blob within ``reach`` pixels of a large blob's box is kept (boxes, pixels).
 
     Returns
     -------
@@ -772,17 +777,37 @@ def drop_specks(mask: np.ndarray, v: np.ndarray, max_pixels: int, min_share: flo
     start, end, first, parent = _blobs(bits)
     n = start.shape[0]
     size, blinked = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    x0, x1 = np.full(n, w, np.int64), np.zeros(n, np.int64)  # bounding boxes, end exclusive
+    y0, y1 = np.full(n, h, np.int64), np.zeros(n, np.int64)
     for i in range(h):
         for r in range(first[i], first[i + 1]):
             root = _root(parent, r)
             size[root] += end[r] - start[r]
+            x0[root], x1[root] = min(x0[root], start[r]), max(x1[root], end[r])
+            y0[root], y1[root] = min(y0[root], i), i + 1
             for j in range(start[r], end[r]):
                 blinked[root] += v[i, j] > 0
+    speck = np.zeros(n, np.bool_)
+    large = np.empty(n, np.int64)
+    n_large = 0
+    for r in range(n):
+        if parent[r] == r and size[r] >= max_pixels:
+            large[n_large] = r
+            n_large += 1
+    for r in range(n):
+        if parent[r] != r or size[r] >= max_pixels or blinked[r] < min_share * size[r]:
+            continue
+        speck[r] = True
+        if reach > 0:
+            for q in large[:n_large]:
+                if x0[r] - reach < x1[q] and x0[q] < x1[r] + reach and y0[r] - reach < y1[q] and y0[q] < y1[r] + reach:
+                    speck[r] = False
+                    break
     cleared = 0
     for i in range(h):
         for r in range(first[i], first[i + 1]):
             root = _root(parent, r)
-            if size[root] < max_pixels and blinked[root] >= min_share * size[root]:
+            if speck[root]:
                 for j in range(start[r], end[r]):
                     mask[i, j] = 0
                 cleared += end[r] - start[r]
@@ -1492,7 +1517,7 @@ def warm() -> None:
     restore_rims(blob, np.zeros((4, 4), bool), blob, 0.8, blob.copy())
     fill_holes(blob, blob.copy())
     postprocess(blob, np.zeros((4, 4), bool), 3, 7, True, 0.8, blob.copy(), blob.copy())
-    drop_specks(blob.copy(), np.ones((4, 4), np.float32), 20, 0.25)
+    drop_specks(blob.copy(), np.ones((4, 4), np.float32), 20, 0.25, 3)
     uniform_shadow(img, img, on, on.copy(), 3, 5, np.float32(0.0025))
     light_moments(img, img, on, 2)
     feedback(on, on, on, 3, False, img.copy(), one, one, one, one, on.copy())

@@ -444,6 +444,15 @@ class BackgroundParams:
         0,
         1,
     )
+    speck_reach: float = knob(
+        0.07,
+        "A small blob is not a speck when the bounding box of a blob of at least speck_area lies "
+        "closer than this share of the frame's longer side to its own: a part of an object that "
+        "the decision split off (speck_area). 0 = specks dropped wherever they lie.",
+        "share of the frame's longer side",
+        0,
+        1,
+    )
     update_blend: float = knob(
         0.7,
         "Weight of the background in the pixels under the dilated mask when a frame "

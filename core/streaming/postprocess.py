@@ -204,14 +204,21 @@ def _close_fill(m: np.ndarray, close_size: int, fill: bool) -> np.ndarray:
 
 
 def drop_specks(
-    mask: np.ndarray, v: np.ndarray, max_pixels: int, min_share: float, compiled: bool = False
+    mask: np.ndarray,
+    v: np.ndarray,
+    max_pixels: int,
+    min_share: float,
+    reach: int = 0,
+    compiled: bool = False,
 ) -> np.ndarray:
     """The mask without its specks: the blobs (8-connected) of fewer than ``max_pixels`` pixels of
-    which at least ``min_share`` have blinked lately (a blink count above 0).
+    which at least ``min_share`` have blinked lately (a blink count above 0), and whose bounding
+    box is not near a large blob's.
 
     A leaf, a wave or a ripple that swings further than it has while the model watched it makes a
     small blob where the background has been flickering; an object is larger, or lies where the
-    background has been still (docs/algorithm.md, "Specks").
+    background has been still; a part of an object that the decision split off (a player's arm
+    over a flickering court line) lies beside the rest of it (docs/algorithm.md, "Specks").
 
     Parameters
     ----------
@@ -223,6 +230,10 @@ def drop_specks(
         A blob of at least this many pixels is kept, pixels; 0 keeps every blob.
     min_share : float
         Share of a small blob's pixels with ``v > 0`` that makes it a speck.
+    reach : int
+        A small blob is kept when the bounding box of a blob of at least ``max_pixels`` pixels
+        lies fewer than ``reach`` pixels from its own (fewer than ``reach`` columns and fewer than
+        ``reach`` rows between the two boxes), pixels; 0 spares none.
     compiled : bool
         Run :func:`core.streaming.kernels.drop_specks` (the kernels loaded), to the same mask: the
         blobs are the packed mask's runs joined row by row.
@@ -238,12 +249,23 @@ def drop_specks(
         from core.streaming import kernels
 
         out = mask.copy()
-        return out if kernels.drop_specks(out.view(np.uint8), v, max_pixels, float(min_share)) else mask
+        cleared = kernels.drop_specks(out.view(np.uint8), v, max_pixels, float(min_share), int(reach))
+        return out if cleared else mask
     n, labels, stats, _ = cv2.connectedComponentsWithStats(mask.view(np.uint8), connectivity=8)
     area = stats[:, cv2.CC_STAT_AREA]
     blinked = np.bincount(labels[v > 0], minlength=n)  # each blob's pixels that blinked lately
     speck = (area < max_pixels) & (blinked >= min_share * area)
     speck[0] = False  # the background
+    large = area >= max_pixels
+    large[0] = False
+    if reach > 0 and speck.any() and large.any():
+        x0, y0 = stats[:, cv2.CC_STAT_LEFT], stats[:, cv2.CC_STAT_TOP]
+        x1, y1 = x0 + stats[:, cv2.CC_STAT_WIDTH], y0 + stats[:, cv2.CC_STAT_HEIGHT]  # exclusive
+        big = np.flatnonzero(large)
+        for i in np.flatnonzero(speck):
+            near = (x0[i] - reach < x1[big]) & (x0[big] < x1[i] + reach)
+            near &= (y0[i] - reach < y1[big]) & (y0[big] < y1[i] + reach)
+            speck[i] = not near.any()
     if not speck.any():
         return mask
     return mask & ~speck[labels]

@@ -40,6 +40,7 @@ VARIANTS = {
     "no hole filling": {"fill_holes": False},
     "no rims restored after the opening": {"open_restore": 0.0},
     "no specks dropped": {"speck_area": 0.0},
+    "specks dropped beside objects too": {"speck_reach": 0.0},
     "spatial tolerance 5 where the blink count exceeds 0.5": {"tolerance": 5},
     "no shadow test": {"shadow": False},
     "no background samples (v2's decision)": {"samples": 0},

@@ -273,3 +273,24 @@ def test_a_small_blob_that_blinked_is_a_speck_and_an_object_is_not():
     assert drop_specks(mask, v2, 100, 0.25) is mask
     assert not drop_specks(mask, v2, 100, 0.2)[5:10, 5:10].any()
     assert drop_specks(mask, v, 0, 0.25) is mask  # 0: the rule is off
+
+
+def test_a_speck_beside_an_object_is_part_of_it():
+    """With a reach, a small blinking blob whose box lies fewer than ``reach`` rows and columns from
+    a large blob's box is kept (an arm the decision split off the body), and one further away is
+    dropped: the boundary is exact (two empty rows between the boxes: kept at reach 3, dropped at
+    2)."""
+    mask = np.zeros((60, 80), bool)
+    v = np.ones((60, 80), np.float32)  # every pixel blinked
+    mask[30:50, 20:60] = True  # the object, 800 pixels
+    mask[52:55, 25:30] = True  # 15 pixels, rows 50 and 51 between it and the object
+    mask[5:10, 5:10] = True  # 25 pixels, 20 rows from the object
+    kept = drop_specks(mask, v, max_pixels=100, min_share=0.25, reach=3)
+    assert kept[52:55, 25:30].all() and not kept[5:10, 5:10].any()
+    assert np.count_nonzero(kept) == np.count_nonzero(mask) - 25
+    dropped = drop_specks(mask, v, 100, 0.25, reach=2)
+    assert not dropped[52:55, 25:30].any() and not dropped[5:10, 5:10].any()
+    assert dropped[30:50, 20:60].all()
+    # the same with the compiled rule, on the same masks
+    np.testing.assert_array_equal(drop_specks(mask, v, 100, 0.25, 3, compiled=True), kept)
+    np.testing.assert_array_equal(drop_specks(mask, v, 100, 0.25, 2, compiled=True), dropped)

@@ -431,8 +431,9 @@ def test_on_an_empty_cache_the_kernels_compile_aside_and_take_over_with_the_same
 @pytest.mark.parametrize("seed", range(3))
 def test_drop_specks_equals_the_reference(seed):
     """The compiled speck rule drops the same blobs as the reference's OpenCV labelling and counts:
-    ragged blobs and specks over blink counts that are 0 in places, at several sizes and shares,
-    on rows of one to three packed words; and returns the mask itself when it drops nothing."""
+    ragged blobs and specks over blink counts that are 0 in places, at several sizes, shares and
+    reaches (a speck spared near a large blob's box), on rows of one to three packed words; and
+    returns the mask itself when it drops nothing."""
     from core.streaming.postprocess import drop_specks
 
     rng = np.random.default_rng(seed)
@@ -444,8 +445,9 @@ def test_drop_specks_equals_the_reference(seed):
         v = (rng.random(shape, dtype=np.float32) * 3).astype(np.float32)
         v[cv2.GaussianBlur(rng.random(shape), (0, 0), 3) > 0.5] = 0  # still regions
         max_pixels, share = int(rng.choice([0, 5, 30, 200])), float(rng.choice([0.0, 0.25, 0.5, 1.0]))
-        want = drop_specks(mask, v, max_pixels, share)
-        got = drop_specks(mask, v, max_pixels, share, compiled=True)
+        reach = int(rng.choice([0, 1, 4, 12]))
+        want = drop_specks(mask, v, max_pixels, share, reach)
+        got = drop_specks(mask, v, max_pixels, share, reach, compiled=True)
         np.testing.assert_array_equal(got, want, err_msg=f"case {k}")
         assert (got is mask) == (want is mask)
         dropped += want is not mask
