@@ -655,6 +655,29 @@ def _blobs(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
 
 
 @njit(cache=True, nogil=True)
+def _blob_boxes(
+    start: np.ndarray, end: np.ndarray, first: np.ndarray, parent: np.ndarray, w: int
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Each run's blob and each blob's box and area, from :func:`_blobs`: ``root`` (n,) int64,
+    the root of run ``r``'s blob, and ``box`` (n, 5) int64, at a root's row ``left, top, right,
+    bottom, area`` (right and bottom exclusive; pixels), the other rows unused."""
+    n, h = start.shape[0], first.shape[0] - 1
+    root = np.empty(n, np.int64)
+    box = np.zeros((n, 5), np.int64)
+    box[:, 0], box[:, 1] = w, h  # the smallest column and row, lowered below
+    for i in range(h):
+        for r in range(first[i], first[i + 1]):
+            q = _root(parent, r)
+            root[r] = q
+            box[q, 0] = min(box[q, 0], start[r])
+            box[q, 1] = min(box[q, 1], i)
+            box[q, 2] = max(box[q, 2], end[r])
+            box[q, 3] = i + 1  # rows come in order
+            box[q, 4] += end[r] - start[r]
+    return root, box
+
+
+@njit(cache=True, nogil=True)
 def _range_mask(s: int, k: int, e: int) -> tuple[np.uint64, int]:  # pragma: no cover - compiled
     """The bits of word ``k`` that pixels ``[s, e)`` cover (``s`` in that word), and the next ``s``."""
     lo, hi = s & 63, min(e - 64 * k, 64)
@@ -776,38 +799,37 @@ def drop_specks(
     _pack(mask, bits)
     start, end, first, parent = _blobs(bits)
     n = start.shape[0]
-    size, blinked = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    x0, x1 = np.full(n, w, np.int64), np.zeros(n, np.int64)  # bounding boxes, end exclusive
-    y0, y1 = np.full(n, h, np.int64), np.zeros(n, np.int64)
+    root, box = _blob_boxes(start, end, first, parent, w)
+    blinked = np.zeros(n, np.int64)
     for i in range(h):
         for r in range(first[i], first[i + 1]):
-            root = _root(parent, r)
-            size[root] += end[r] - start[r]
-            x0[root], x1[root] = min(x0[root], start[r]), max(x1[root], end[r])
-            y0[root], y1[root] = min(y0[root], i), i + 1
             for j in range(start[r], end[r]):
-                blinked[root] += v[i, j] > 0
+                blinked[root[r]] += v[i, j] > 0
     speck = np.zeros(n, np.bool_)
     large = np.empty(n, np.int64)
     n_large = 0
     for r in range(n):
-        if parent[r] == r and size[r] >= max_pixels:
+        if root[r] == r and box[r, 4] >= max_pixels:
             large[n_large] = r
             n_large += 1
     for r in range(n):
-        if parent[r] != r or size[r] >= max_pixels or blinked[r] < min_share * size[r]:
+        if root[r] != r or box[r, 4] >= max_pixels or blinked[r] < min_share * box[r, 4]:
             continue
         speck[r] = True
         if reach > 0:
             for q in large[:n_large]:
-                if x0[r] - reach < x1[q] and x0[q] < x1[r] + reach and y0[r] - reach < y1[q] and y0[q] < y1[r] + reach:
+                if (
+                    box[r, 0] - reach < box[q, 2]
+                    and box[q, 0] < box[r, 2] + reach
+                    and box[r, 1] - reach < box[q, 3]
+                    and box[q, 1] < box[r, 3] + reach
+                ):
                     speck[r] = False
                     break
     cleared = 0
     for i in range(h):
         for r in range(first[i], first[i + 1]):
-            root = _root(parent, r)
-            if speck[root]:
+            if speck[root[r]]:
                 for j in range(start[r], end[r]):
                     mask[i, j] = 0
                 cleared += end[r] - start[r]
@@ -902,29 +924,25 @@ def components(mask: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     _pack(mask, bits)
     start, end, first, parent = _blobs(bits)
     n = start.shape[0]
+    root, box = _blob_boxes(start, end, first, parent, w)
     label = np.full(n, -1, np.int32)
     count = 0
     for r in range(n):  # a component's number: its root's rank among the roots, in raster order
-        if _root(parent, r) == r:
+        if root[r] == r:
             label[r] = count
             count += 1
     out = np.zeros((count, 7), np.int64)
-    for q in range(count):
-        out[q, 0], out[q, 1] = w, h  # the smallest column and row, lowered below
+    for r in range(n):
+        c = label[r]
+        if c >= 0:
+            out[c, 0], out[c, 1], out[c, 4] = box[r, 0], box[r, 1], box[r, 4]
+            out[c, 2], out[c, 3] = box[r, 2] - box[r, 0], box[r, 3] - box[r, 1]
     for i in range(h):
         for r in range(first[i], first[i + 1]):
-            c = label[_root(parent, r)]
+            c = label[root[r]]
             s, e = np.int64(start[r]), np.int64(end[r])
-            out[c, 0] = min(out[c, 0], s)
-            out[c, 1] = min(out[c, 1], i)
-            out[c, 2] = max(out[c, 2], e)  # the largest column + 1 until the end
-            out[c, 3] = max(out[c, 3], i + 1)
-            out[c, 4] += e - s
             out[c, 5] += (s + e - 1) * (e - s) // 2
             out[c, 6] += np.int64(i) * (e - s)
-    for q in range(count):
-        out[q, 2] -= out[q, 0]
-        out[q, 3] -= out[q, 1]
     return out
 
 
