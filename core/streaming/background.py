@@ -191,7 +191,7 @@ class KDRSDLBackgroundSubtractor:
                 )
                 self._samples = SampleSet(proc, sp)
             if p.ghost_frames:
-                self._ghosts = GhostTracker(proc, GhostParams(frames=p.ghost_frames))
+                self._ghosts = GhostTracker(proc, GhostParams(frames=p.ghost_frames, reach=p.ghost_reach))
 
     # ----------------------------------------------------------------- OpenCV API
     def apply(self, image: np.ndarray, fgmask: np.ndarray | None = None, learningRate: float = -1) -> np.ndarray:
@@ -503,7 +503,7 @@ class KDRSDLBackgroundSubtractor:
         background samples take its values there, and those pixels leave ``mask`` (in place).
         Returns those pixels (bool (h, w)), or None when there are none."""
         assert self._ghosts is not None
-        absorb = self._ghosts.update(x, bg, mask, self.n_frames, self.compiled)
+        absorb = self._ghosts.update(x, bg, mask, self.n_frames, self.compiled, self._samples)
         if absorb is None:
             return None
         mask &= ~absorb

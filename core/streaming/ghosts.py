@@ -24,16 +24,44 @@ adopts its value as the background there (:meth:`GhostTracker.update`, and the f
 the background samples). An object whose blob has its outline in the frame is never absorbed by
 this rule, however long it stays.
 
+**Remnants.** A ghost's blob often comes apart (a person's feet apart from the body), and a part
+whose outline runs along a real edge of the scene (the floor where a foot stood, beside a
+cabinet) shows that edge in the frame and fails the test above. Once a blob is absorbed as a
+ghost, the pixels within ``ghost_reach`` of it form a zone for :data:`REMNANT_FRAMES` frames; a
+pixel of the zone that has been foreground for :data:`REMNANT_HELD` judgements in a row (a still
+blob: passing objects are left alone) is absorbed too when its value matches the background
+samples of the nearest background pixel on one of the 8 rays from it, within
+:data:`REMNANT_RAY` of the frame's side (:meth:`core.streaming.samples.SampleSet.match_outside`):
+it shows what the background beside its blob shows. Pixels absorbed while the zone lasts are not
+taken as that background, so an object that stopped beside a ghost is not eaten from its rim
+inwards, as ViBe's propagation would; only its pixels that match the background beside it
+(camouflage) can go.
+
 ``|grad|`` is the L1 norm of the 3 x 3 Sobel gradient (intensity in [0, 1] per pixel: a step of
 0.1 gives 0.4). The tracker's count is per pixel so that a blob that moves or splits restarts it.
 """
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 
 from core.streaming.postprocess import square
+
+if TYPE_CHECKING:
+    from core.streaming.samples import SampleSet
+
+
+#: Frames a remnants' zone lasts after its ghost was absorbed (4 s at 30 fps).
+REMNANT_FRAMES = 120
+#: Judgements in a row (of ``period`` frames each) a pixel must have been foreground in a zone
+#: before it may be taken for a remnant: about a second, longer than a car or a walker takes to
+#: pass a point.
+REMNANT_HELD = 8
+#: Longest ray from a remnant's pixel to the background it is compared with, a share of the
+#: frame's longer side (18 pixels at 360).
+REMNANT_RAY = 0.05
 
 
 @dataclass(frozen=True)
@@ -53,12 +81,16 @@ class GhostParams:
     edge : float
         Smallest mean background-only edge strength along the contour (Sobel L1, intensity per
         pixel) for a ghost: blobs whose outline is weak in both (water, noise) are left alone.
+    reach : float
+        The model knob ``ghost_reach``: the remnants' zone around an absorbed ghost, a share of
+        the frame's longer side; 0 = no remnants.
     """
 
     frames: int = 10
     period: int = 4
     ratio: float = 2.0
     edge: float = 0.15
+    reach: float = 0.07
 
 
 def gradient(a: np.ndarray) -> np.ndarray:
@@ -133,15 +165,24 @@ class GhostTracker:
     ----------
     count : ndarray, shape (h, w), uint8
         Frames in a row each pixel lay in a ghost blob (saturates at 255).
+    zone : ndarray, shape (h, w), uint8
+        Judgements left of the remnants' zone each pixel lies in; 0 = none.
+    held : ndarray, shape (h, w), uint8
+        Judgements in a row each pixel of a zone has been foreground (saturates at 255).
+    adopted : ndarray, shape (h, w), bool
+        Pixels absorbed while a zone lasts: not taken as the background a remnant is compared with.
     """
 
     #: Arrays a checkpoint stores: attribute name -> dtype.
-    STATE = {"count": np.uint8}
+    STATE = {"count": np.uint8, "zone": np.uint8, "held": np.uint8, "adopted": bool}
 
     def __init__(self, shape: tuple[int, int], params: GhostParams) -> None:
         self.shape = shape
         self.params = params
         self.count = np.zeros(shape, np.uint8)
+        self.zone = np.zeros(shape, np.uint8)
+        self.held = np.zeros(shape, np.uint8)
+        self.adopted = np.zeros(shape, bool)
 
     @property
     def clear(self) -> np.ndarray:
@@ -151,7 +192,7 @@ class GhostTracker:
 
     def state(self) -> dict[str, np.ndarray]:
         """The per-pixel state as named arrays (:data:`STATE`); not copied."""
-        return {"count": self.count}
+        return {name: getattr(self, name) for name in self.STATE}
 
     def load(self, state: dict[str, np.ndarray]) -> None:
         """Take back what :meth:`state` gave.
@@ -159,15 +200,23 @@ class GhostTracker:
         Raises
         ------
         ValueError
-            If the count is missing or of another shape.
+            If an array is missing or of another shape.
         """
-        count = np.asarray(state["count"])
-        if count.shape != self.shape:
-            raise ValueError(f"ghost count of shape {count.shape} does not fit frames of {self.shape}")
-        self.count = count.astype(np.uint8)
+        arrays = {name: np.asarray(state[name]) for name in self.STATE}
+        for name, a in arrays.items():
+            if a.shape != self.shape:
+                raise ValueError(f"ghost {name} of shape {a.shape} does not fit frames of {self.shape}")
+        for name, dtype in self.STATE.items():
+            setattr(self, name, arrays[name].astype(dtype))
 
     def update(
-        self, x: np.ndarray, bg: np.ndarray, mask: np.ndarray, t: int = 0, compiled: bool = False
+        self,
+        x: np.ndarray,
+        bg: np.ndarray,
+        mask: np.ndarray,
+        t: int = 0,
+        compiled: bool = False,
+        samples: "SampleSet | None" = None,
     ) -> np.ndarray | None:
         """Judge a frame's blobs (every ``period`` frames) and return the pixels to absorb now.
 
@@ -182,16 +231,54 @@ class GhostTracker:
         compiled : bool
             Take the blobs' evidence from :func:`core.streaming.kernels.ghost_evidence` (the
             kernels loaded): the same figures as :func:`contour_evidence`, in one call.
+        samples : SampleSet, optional
+            The background samples the remnants are compared with; without them, no remnants.
 
         Returns
         -------
         ndarray, shape (h, w), bool, or None
             The pixels that have lain in a ghost blob for ``frames`` frames in a row (their count
-            then starts over); None when there are none.
+            then starts over), and the remnants' pixels; None when there are none.
         """
         p = self.params
         if p.frames <= 0 or t % p.period:
             return None
+        remnant = self._remnant(x, mask, samples)
+        absorb = self._ghost_blobs(x, bg, mask, compiled)
+        if absorb is not None and p.reach > 0:
+            side = 2 * round(p.reach * max(self.shape)) + 1
+            near = cv2.dilate(absorb.view(np.uint8), square(side)).view(bool)
+            self.zone[near] = min(-(-REMNANT_FRAMES // p.period), 255)
+        out = remnant if absorb is None else absorb if remnant is None else absorb | remnant
+        if out is not None:
+            self.adopted |= out
+        return out
+
+    def _remnant(self, x: np.ndarray, mask: np.ndarray, samples: "SampleSet | None") -> np.ndarray | None:
+        """The pixels of the zones that have been foreground for :data:`REMNANT_HELD` judgements and
+        show what the background beside them shows (:meth:`core.streaming.samples.SampleSet.match_outside`),
+        or None; the zones count down, and once none is left the held counts and the adopted pixels
+        start over."""
+        if not self.zone.any():
+            if self.held.any() or self.adopted.any():
+                self.held[:] = 0
+                self.adopted[:] = False
+            return None
+        zone = self.zone > 0
+        self.zone = cv2.subtract(self.zone, 1)  # type: ignore[call-overload]
+        self.held = np.where(zone & mask, cv2.add(self.held, 1), 0).astype(np.uint8)  # type: ignore[call-overload]
+        if samples is None or not mask.any():
+            return None
+        held = self.held >= REMNANT_HELD
+        if not held.any():
+            return None
+        ray = round(REMNANT_RAY * max(self.shape))
+        hit = samples.match_outside(x, held, ~mask & ~self.adopted, ray)
+        return hit if hit.any() else None
+
+    def _ghost_blobs(self, x: np.ndarray, bg: np.ndarray, mask: np.ndarray, compiled: bool) -> np.ndarray | None:
+        """The pixels of blobs judged ghosts for ``frames`` frames in a row (see :meth:`update`)."""
+        p = self.params
         ghost = None
         if mask.any():
             n, labels = cv2.connectedComponents(mask.view(np.uint8), connectivity=8, ltype=cv2.CV_32S)

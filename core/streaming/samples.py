@@ -258,6 +258,64 @@ class SampleSet:
         out.ravel()[idx[ok]] = True
         return out
 
+    def match_outside(self, x: np.ndarray, pixels: np.ndarray, outside: np.ndarray, reach: int) -> np.ndarray:
+        """The ``pixels`` whose value matches the samples of the nearest ``outside`` pixel on a ray.
+
+        From each tested pixel, along its row and its column in both directions, the nearest pixel
+        of ``outside`` within ``reach`` steps; the pixel matches when at least ``matches`` samples
+        of one of those (up to four) lie strictly within ``radius`` of its value (the still radius,
+        not widened). A pixel that shows what the background beside its blob shows: the remnant of
+        a ghost (:mod:`core.streaming.ghosts`).
+
+        Parameters
+        ----------
+        x : ndarray, shape (h, w), float32
+            The frame, intensity in [0, 1].
+        pixels : ndarray, shape (h, w), bool
+            Pixels to test; none of them in ``outside``.
+        outside : ndarray, shape (h, w), bool
+            Pixels whose samples may be matched.
+        reach : int
+            Longest ray, pixels.
+
+        Returns
+        -------
+        ndarray, shape (h, w), bool
+        """
+        out = np.zeros(self.shape, bool)
+        ys, xs = np.nonzero(pixels)
+        if not self.ready or ys.size == 0:
+            return out
+        h, w = self.shape
+        # the rays over the tested pixels' bounding box grown by the reach
+        y0, y1 = max(int(ys.min()) - reach, 0), min(int(ys.max()) + reach + 1, h)
+        x0, x1 = max(int(xs.min()) - reach, 0), min(int(xs.max()) + reach + 1, w)
+        box = outside[y0:y1, x0:x1]
+        bh, bw = box.shape
+        cols = np.broadcast_to(np.arange(bw), box.shape)
+        rows = np.broadcast_to(np.arange(bh)[:, None], box.shape)
+        ty, tx = ys - y0, xs - x0
+        # the nearest outside column at or before / after each pixel (a tested pixel is not outside)
+        left = np.maximum.accumulate(np.where(box, cols, -(2 * reach + 2)), axis=1)[ty, tx]
+        right = np.minimum.accumulate(np.where(box, cols, bw + 2 * reach + 2)[:, ::-1], axis=1)[:, ::-1][ty, tx]
+        up = np.maximum.accumulate(np.where(box, rows, -(2 * reach + 2)), axis=0)[ty, tx]
+        down = np.minimum.accumulate(np.where(box, rows, bh + 2 * reach + 2)[::-1], axis=0)[::-1][ty, tx]
+        p = self.params
+        xv, r = x[ys, xs][:, None], np.full((1, 1), p.radius, np.float32)
+        ok = np.zeros(ys.size, bool)
+        for qy, qx, dist in (
+            (ys, left + x0, tx - left),
+            (ys, right + x0, right - tx),
+            (up + y0, xs, ty - up),
+            (down + y0, xs, down - ty),
+        ):
+            todo = np.flatnonzero(~ok & (dist <= reach))
+            if todo.size:
+                q = qy[todo] * w + qx[todo]
+                ok[todo[self._count(q, xv[todo], r) >= p.matches]] = True
+        out[ys[ok], xs[ok]] = True
+        return out
+
     def _count(self, idx: np.ndarray, xv: np.ndarray, r: np.ndarray) -> np.ndarray:
         """Samples of pixels ``idx`` (n,) within ``r`` ((n, 1) or (1, 1)) of ``xv`` (n, 1): int32 (n,)."""
         d = np.take(self.samples, idx, axis=0)  # a new array, as self.samples[idx], and faster

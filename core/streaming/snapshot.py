@@ -24,7 +24,7 @@ from core.streaming.params import BackgroundParams
 from core.streaming.resolution import processing_shape, refit_shape
 
 #: Version of the array layout; a checkpoint of another version is refused.
-VERSION = 3
+VERSION = 4
 #: The facade's counters, in the order of the ``counters`` array.
 COUNTERS = ("result_start", "n_frames")
 #: The parts that give and take their own state; their arrays are stored as ``<part>_<name>``.

@@ -48,6 +48,7 @@ VARIANTS = {
     "samples updated every 64 frames instead of 16": {"sample_period": 64},
     "no light-change rule": {"light_change": False},
     "no ghost test": {"ghost_frames": 0},
+    "no ghost remnants": {"ghost_reach": 0.0},
     "no warm-up learning (v3's start)": {"warmup_entries": 0},
     "no blinks counted inside the objects at the start": {"warmup_blink_frames": 0},
     "no moving background (M alone)": {"frame_model": "mean"},

@@ -375,9 +375,9 @@ def test_a_checkpoint_of_an_older_model_is_refused_not_used():
     v2 = {k: v for k, v in model.checkpoint().items() if not k.startswith("samples_")}
     v2["version"] = np.int64(2)
     fresh = KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6)
-    with pytest.raises(ValueError, match="checkpoint layout version 2, expected 3"):
+    with pytest.raises(ValueError, match="checkpoint layout version 2, expected 4"):
         fresh.restore(v2)
-    v2["version"] = np.int64(3)  # relabelled: the missing part is named
+    v2["version"] = np.int64(4)  # relabelled: the missing part is named
     with pytest.raises(ValueError, match="samples state does not fit"):
         fresh.restore(v2)
     assert fresh.state is None and fresh.apply(scene.frame_uint8(0)).shape == (60, 80)
