@@ -187,6 +187,7 @@ class KDRSDLBackgroundSubtractor:
                     matches=p.sample_matches,
                     radius=p.sample_radius,
                     period=p.sample_period,
+                    seed=p.sample_seed,
                     compiled=p.kernel == "numba",
                 )
                 self._samples = SampleSet(proc, sp)

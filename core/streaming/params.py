@@ -387,6 +387,15 @@ class BackgroundParams:
         4,
         4096,
     )
+    sample_seed: int = knob(
+        0,
+        "Seed of the background samples' random choices (which pixel learns at which frame, which "
+        "sample it replaces, an absorbed ghost's samples): another seed is another draw of the same "
+        "model, whose F moves by a few thousandths on some sequences (docs/results.md).",
+        "",
+        0,
+        2**31 - 1,
+    )
     dynamic_blink: float = knob(
         2.0,
         "Blink count above which a pixel is dynamic (its background moves): it may match its "

@@ -1,7 +1,7 @@
 """Ablation of the streaming model under CDnet's protocol: each component off in turn.
 
     python tests/bench/bench_ablation.py [ROOT] [--variants NAME,...] [--json PATH] [--set KNOB=VALUE ...]
-                                         [--jobs N]
+                                         [--jobs N] [--seeds 0,1,2,3]
 
 ROOT defaults to ../shared/data/cdnet2014. Every variant is the default model with one knob
 changed (the light-change rule is measured by bench_light.py; on CDnet it must change nothing);
@@ -10,6 +10,9 @@ the model fed as ``kdrsdl evaluate`` feeds it (``kdrsdl evaluate``'s protocol an
 a Markdown table of F per sequence, their plain mean and CDnet's mean (the mean of the category
 means), and the share of the hard-shadow pixels flagged on the sequences that label them.
 ``--jobs`` runs that many (variant, sequence) pairs at once, each in its own process with one thread.
+``--seeds`` runs every variant once per value of the model's ``sample_seed`` (a row each, named
+``variant @ seed N``) and then prints each variant's F averaged over the seeds: a change that moves
+a sequence by less than the seeds do is noise (docs/results.md, "Ablation").
 """
 
 import argparse
@@ -97,14 +100,21 @@ def main():
     ap.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="change a default knob for all")
     ap.add_argument("--json", help="write every figure as JSON")
     ap.add_argument("--jobs", type=int, default=1, help="processes at once (default %(default)s)")
+    ap.add_argument("--seeds", help="comma-separated sample_seed values: each variant at each, and their mean")
     args = ap.parse_args()
     base = {k: value(v) for k, v in (s.split("=", 1) for s in args.set)}
-    names = args.variants.split(",") if args.variants else list(VARIANTS)
+    variants = args.variants.split(",") if args.variants else list(VARIANTS)
+    seeds = [int(v) for v in args.seeds.split(",")] if args.seeds else []
+    # row name -> knobs
+    rows = {n: {**base, **VARIANTS[n]} for n in variants}
+    if seeds:
+        rows = {f"{n} @ seed {d}": {**rows[n], "sample_seed": d} for n in variants for d in seeds}
+    names = list(rows)
     results: dict = {n: {} for n in names}
     seq_names = [q.name for q in find_sequences(args.root)]
     jobs = [(n, q) for n in names for q in seq_names]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {job: pool.submit(run_one, args.root, job[1], {**base, **VARIANTS[job[0]]}) for job in jobs}
+        futures = {job: pool.submit(run_one, args.root, job[1], rows[job[0]]) for job in jobs}
         for (n, q), fut in tqdm(futures.items(), desc="variants x sequences"):
             results[n][q] = fut.result()
     seqs = list(next(iter(results.values())))
@@ -118,6 +128,13 @@ def main():
             f"| {n} | " + " | ".join(f"{v:.3f}" for v in f) + f" | {sum(f) / len(f):.3f} | {overall['f_measure']:.3f} |"
             f"  ({fps:.0f} s)"
         )
+    if seeds:
+        print(f"\nMean over the seeds {args.seeds}:\n")
+        print("| variant | " + " | ".join(s.split("/")[1] for s in seqs) + " | mean of the sequences |")
+        print("|---|" + "---|" * (len(seqs) + 1))
+        for n in variants:
+            f = [sum(results[f"{n} @ seed {d}"][s][1]["f_measure"] for d in seeds) / len(seeds) for s in seqs]
+            print(f"| {n} | " + " | ".join(f"{v:.4f}" for v in f) + f" | {sum(f) / len(f):.4f} |")
     print("\nShare of the hard-shadow pixels (label 50) flagged:")
     for n in names:
         cells = [
