@@ -30,7 +30,7 @@ cabinet) shows that edge in the frame and fails the test above. Once a blob is a
 ghost, the pixels within ``ghost_reach`` of it form a zone for :data:`REMNANT_FRAMES` frames; a
 pixel of the zone that has been foreground for :data:`REMNANT_HELD` judgements in a row (a still
 blob: passing objects are left alone) is absorbed too when its value matches the background
-samples of the nearest background pixel on one of the 8 rays from it, within
+samples of the nearest background pixel along its row or its column, within
 :data:`REMNANT_RAY` of the frame's side (:meth:`core.streaming.samples.SampleSet.match_outside`):
 it shows what the background beside its blob shows. Pixels absorbed while the zone lasts are not
 taken as that background, so an object that stopped beside a ghost is not eaten from its rim
