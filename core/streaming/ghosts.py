@@ -250,7 +250,7 @@ class GhostTracker:
             near = cv2.dilate(absorb.view(np.uint8), square(side)).view(bool)
             self.zone[near] = min(-(-REMNANT_FRAMES // p.period), 255)
         out = remnant if absorb is None else absorb if remnant is None else absorb | remnant
-        if out is not None:
+        if out is not None and p.reach > 0:  # what a zone's remnants are not compared with
             self.adopted |= out
         return out
 

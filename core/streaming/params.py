@@ -503,10 +503,10 @@ class BackgroundParams:
     )
     ghost_reach: float = knob(
         0.07,
-        "For 120 frames after a blob is absorbed as a ghost, foreground that has stayed within this "
-        "share of the frame's longer side of it is a remnant of the same ghost where its pixels "
-        "show what the background beside them shows, and is absorbed too (core.streaming.ghosts). "
-        "0 = no remnants.",
+        "For a few seconds after a blob is absorbed as a ghost (core.streaming.ghosts.REMNANT_FRAMES), "
+        "foreground that has stayed within this share of the frame's longer side of it is a remnant "
+        "of the same ghost where its pixels show what the background beside them shows, and is "
+        "absorbed too. 0 = no remnants.",
         "share of the frame's longer side",
         0,
         1,

@@ -82,6 +82,20 @@ def run_one(root: str, seq_name: str, knobs: dict) -> tuple[str, dict]:
     return seq.category, entry
 
 
+def variant_names(text: str) -> list[str]:
+    """The names in ``--variants``, comma-separated; a name that holds commas itself (the median
+    row's) is taken whole."""
+    names, part = [], ""
+    for piece in text.split(","):
+        part = f"{part},{piece}" if part else piece
+        if part in VARIANTS:
+            names.append(part)
+            part = ""
+    if part:
+        raise SystemExit(f"unknown variant {part!r}; the variants: {', '.join(VARIANTS)}")
+    return names
+
+
 def value(text):
     for cast in (int, float):
         try:
@@ -103,7 +117,7 @@ def main():
     ap.add_argument("--seeds", help="comma-separated sample_seed values: each variant at each, and their mean")
     args = ap.parse_args()
     base = {k: value(v) for k, v in (s.split("=", 1) for s in args.set)}
-    variants = args.variants.split(",") if args.variants else list(VARIANTS)
+    variants = variant_names(args.variants) if args.variants else list(VARIANTS)
     seeds = [int(v) for v in args.seeds.split(",")] if args.seeds else []
     # row name -> knobs
     rows = {n: {**base, **VARIANTS[n]} for n in variants}
