@@ -32,6 +32,8 @@ already. docs/design.md, "The compiled per-frame pass", says why numba.
   (:func:`core.streaming.postprocess.drop_specks`), its blobs found on the packed runs;
 - :func:`ghost_evidence`: the ghost test's edges along each blob's contour
   (:mod:`core.streaming.ghosts`), the gradients taken at the contour's pixels alone;
+- :func:`match_outside`: the ghosts' remnants tested against the samples of the nearest
+  background along their rows and columns (:meth:`core.streaming.samples.SampleSet.match_outside`);
 - :func:`core.solver.fused.sweep`, loaded and cached with them: the element-wise steps of each
   sweep of a window refit's solver in one pass (the refits run it once these are loaded);
 - :func:`components`: the reported mask's connected components and their statistics, for the
@@ -1368,6 +1370,86 @@ def light_moments(
 
 
 @njit(cache=True, nogil=True)
+def _ray_matched(
+    samples: np.ndarray,
+    outside: np.ndarray,
+    i: int,
+    j: int,
+    di: int,
+    dj: int,
+    reach: int,
+    xv: np.float32,
+    r: np.float32,
+    matches: int,
+) -> bool:  # pragma: no cover - compiled
+    """Whether the nearest ``outside`` pixel from (i, j) along (di, dj), within ``reach`` steps,
+    has ``matches`` samples strictly within ``r`` of ``xv`` (False when there is none)."""
+    h, w = outside.shape
+    for step in range(1, reach + 1):
+        y, x = i + di * step, j + dj * step
+        if y < 0 or y >= h or x < 0 or x >= w:
+            return False
+        if outside[y, x]:
+            return _matched(samples, y * w + x, xv, r, matches)
+    return False
+
+
+@njit(cache=True, nogil=True)
+def match_outside(
+    samples: np.ndarray,
+    x: np.ndarray,
+    pixels: np.ndarray,
+    outside: np.ndarray,
+    reach: int,
+    radius: np.float32,
+    matches: int,
+    out: np.ndarray,
+) -> int:  # pragma: no cover - compiled
+    """:meth:`core.streaming.samples.SampleSet.match_outside` in one pass: each tested pixel against
+    the samples of the nearest ``outside`` pixel along its row and its column (left, right, up,
+    down), where the reference takes running extrema over the tested pixels' box.
+
+    Parameters
+    ----------
+    samples : ndarray, shape (h * w, K), float32
+        The background samples.
+    x : ndarray, shape (h, w), float32
+        The frame, intensity in [0, 1].
+    pixels, outside : ndarray, shape (h, w), bool
+        The pixels tested, and the pixels whose samples they may match.
+    reach : int
+        Longest ray, pixels.
+    radius : float32
+        The still match radius.
+    matches : int
+        Samples within the radius that make a match.
+    out : ndarray, shape (h, w), bool (written)
+        The tested pixels that match; False elsewhere.
+
+    Returns
+    -------
+    int
+        How many matched.
+    """
+    h, w = x.shape
+    n = 0
+    for i in range(h):
+        for j in range(w):
+            hit = False
+            if pixels[i, j]:
+                xv = x[i, j]
+                hit = (
+                    _ray_matched(samples, outside, i, j, 0, -1, reach, xv, radius, matches)
+                    or _ray_matched(samples, outside, i, j, 0, 1, reach, xv, radius, matches)
+                    or _ray_matched(samples, outside, i, j, -1, 0, reach, xv, radius, matches)
+                    or _ray_matched(samples, outside, i, j, 1, 0, reach, xv, radius, matches)
+                )
+            out[i, j] = hit
+            n += hit
+    return n
+
+
+@njit(cache=True, nogil=True)
 def feedback(
     raw: np.ndarray,
     prev_raw: np.ndarray,
@@ -1538,6 +1620,7 @@ def warm() -> None:
     drop_specks(blob.copy(), np.ones((4, 4), np.float32), 20, 0.25, 3)
     uniform_shadow(img, img, on, on.copy(), 3, 5, np.float32(0.0025))
     light_moments(img, img, on, 2)
+    match_outside(samples, img[:2, :2].copy(), on[:2, :2], on[:2, :2], 2, one, 1, on[:2, :2].copy())
     feedback(on, on, on, 3, False, img.copy(), one, one, one, one, on.copy())
     components(blob)
     ghost_evidence(img, img, blob.astype(np.int32), 2)

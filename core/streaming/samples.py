@@ -281,7 +281,16 @@ class SampleSet:
         Returns
         -------
         ndarray, shape (h, w), bool
+
+        With the kernels loaded, :func:`core.streaming.kernels.match_outside` (the same pixels).
         """
+        if self._kernels is not None and self._kernels.ready() and self.ready:
+            out = np.empty(self.shape, bool)
+            p = self.params
+            self._kernels.match_outside(
+                self.samples, np.ascontiguousarray(x), pixels, outside, reach, np.float32(p.radius), p.matches, out
+            )
+            return out
         out = np.zeros(self.shape, bool)
         ys, xs = np.nonzero(pixels)
         if not self.ready or ys.size == 0:

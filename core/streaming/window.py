@@ -24,30 +24,53 @@ class WindowFrames:
     """The window's frames and masks at one moment, by reference: what a refit solves.
 
     A refit on its thread stacks them there (:meth:`stack`, a copy of the whole window), not on the
-    frames' path. The frames are never changed in place: a change of light and an adopted ghost
-    give the window new arrays (:meth:`WindowSchedule.map`, :meth:`WindowSchedule.adopt`).
+    frames' path. The frames are never changed in place: a change of light gives the window new
+    arrays (:meth:`WindowSchedule.map`), and an adopted ghost is held apart, as the values its
+    pixels take in the frames that were in the window when it was adopted (:meth:`WindowSchedule.adopt`),
+    applied here when the window is stacked.
 
     Attributes
     ----------
     frames : tuple of ndarray, each shape (m, n), float32
-        Oldest first.
+        Oldest first, as they entered.
     masks : tuple of (ndarray, shape (m, n), bool, or None)
         :attr:`WindowSchedule.masks` of the same frames.
+    first : int
+        Stream index, in entries, of ``frames[0]``.
+    adopted : ndarray, shape (m, n), float32, or None
+        The values adopted pixels take (None: no pixel adopted).
+    until : ndarray, shape (m, n), int64, or None
+        Frames of index below ``until`` take ``adopted`` there (and leave their mask); 0 = none.
     """
 
     frames: tuple
     masks: tuple
+    first: int = 0
+    adopted: np.ndarray | None = None
+    until: np.ndarray | None = None
+
+    def _adopted_in(self, k: int) -> np.ndarray | None:
+        """Pixels of ``frames[k]`` that take ``adopted``: bool (m, n), or None."""
+        return None if self.until is None else self.until > self.first + k
 
     def stack(self) -> np.ndarray:
-        """The frames as one array, shape (N, m, n), float32, oldest first."""
-        return np.stack(self.frames)
+        """The frames as one array, shape (N, m, n), float32, oldest first, adopted pixels applied."""
+        X = np.stack(self.frames)
+        if self.adopted is not None:
+            for k in range(len(X)):
+                np.copyto(X[k], self.adopted, where=self._adopted_in(k))
+        return X
 
     def stack_masks(self) -> np.ndarray | None:
-        """The masks as (N, m, n) bool, or None when no frame has one."""
+        """The masks as (N, m, n) bool, or None when no frame has one (adopted pixels left out)."""
         if all(m is None for m in self.masks):
             return None
         shape = self.frames[0].shape
-        return np.stack([np.zeros(shape, bool) if m is None else m for m in self.masks])
+        out = np.stack([np.zeros(shape, bool) if m is None else m for m in self.masks])
+        if self.until is not None:
+            for k in range(len(out)):
+                out[k] &= self.until <= self.first + k
+        return out
 
 
 @dataclass
@@ -81,6 +104,10 @@ class WindowSchedule:
         Frames since the last refit was started.
     new_since_refit : int
         Frames that entered since the last refit was started.
+    adopted, until : ndarray, shape (m, n), or None
+        Adopted ghosts (:meth:`adopt`): the frames of index below ``until`` take ``adopted``
+        there, applied when the window is stacked (:class:`WindowFrames`); None while no frame
+        that was in the window at an adoption is left.
     """
 
     size: int
@@ -94,6 +121,9 @@ class WindowSchedule:
     since_entry: int = 0
     since_refit: int = 0
     new_since_refit: int = 0
+    adopted: np.ndarray | None = field(default=None, repr=False, compare=False)
+    until: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _until_max: int = field(default=0, repr=False, compare=False)
 
     #: The counters a checkpoint stores, in order (a checkpoint of the release before
     #: ``still_refits`` holds the first four: :meth:`load` takes it as 0).
@@ -130,6 +160,8 @@ class WindowSchedule:
                 self.frames.pop(0)
                 self.masks.pop(0)
                 self.start += 1
+                if self.until is not None and self.start >= self._until_max:  # every adopted frame has left
+                    self.adopted = self.until = None
         return enters
 
     def refit_due(self, solved_slices: Optional[int], entered: bool) -> bool:
@@ -171,7 +203,10 @@ class WindowSchedule:
 
     def view(self) -> WindowFrames:
         """The window's frames and masks now, by reference (a refit stacks them on its thread)."""
-        return WindowFrames(tuple(self.frames), tuple(self.masks))
+        if self.adopted is None:
+            return WindowFrames(tuple(self.frames), tuple(self.masks), self.start)
+        assert self.until is not None  # copies: adopt writes into these in place
+        return WindowFrames(tuple(self.frames), tuple(self.masks), self.start, self.adopted.copy(), self.until.copy())
 
     def stack(self) -> np.ndarray:
         """The window as one array, shape (N, m, n), float32, oldest first."""
@@ -182,16 +217,28 @@ class WindowSchedule:
         return self.view().stack_masks()
 
     def map(self, fn: Callable[[np.ndarray], np.ndarray]) -> None:
-        """Replace every frame of the window by ``fn(frame)`` (a new array; e.g. a change of light)."""
+        """Replace every frame of the window by ``fn(frame)`` (a new array; e.g. a change of light),
+        and the adopted values by ``fn(adopted)``: ``fn`` is per pixel."""
         self.frames = [fn(f) for f in self.frames]
+        if self.adopted is not None:
+            self.adopted = fn(self.adopted)
 
     def adopt(self, where: np.ndarray, x: np.ndarray) -> None:
-        """Write ``x`` (m, n) float32 into every frame of the window at the pixels ``where``
-        (m, n) bool: the model takes the frame there as its background (an uncovered ghost,
-        :mod:`core.streaming.ghosts`), and the next refit solves for it."""
-        # new arrays: a window frame may be a frame a caller still holds (FrameResult)
-        self.frames = [np.where(where, x, f) for f in self.frames]
-        self.masks = [None if m is None else m & ~where for m in self.masks]
+        """Take ``x`` (m, n) float32 at the pixels ``where`` (m, n) bool into every frame now in the
+        window, their masks cleared there: the model takes the frame there as its background (an
+        uncovered ghost, :mod:`core.streaming.ghosts`), and the next refit solves for it.
+
+        The frames themselves are not touched (one may be a frame a caller holds, or in a view a
+        refit stacks): the values are held apart and applied when the window is stacked
+        (:class:`WindowFrames`), so an adoption costs its pixels, not the window's 30 frames.
+        """
+        if self.adopted is None:
+            self.adopted = np.zeros(where.shape, np.float32)
+            self.until = np.zeros(where.shape, np.int64)
+        assert self.until is not None
+        np.copyto(self.adopted, x, where=where)
+        self._until_max = self.start + len(self.frames)
+        self.until[where] = self._until_max
 
     # ----------------------------------------------------------------- checkpoints
     def state(self) -> dict[str, np.ndarray]:
@@ -235,5 +282,6 @@ class WindowSchedule:
             raise ValueError(f"window masks of shape {masks.shape} do not fit its frames {frames.shape}")
         self.frames = list(frames.copy())
         self.masks = [m.copy() if m.any() else None for m in masks]
+        self.adopted = self.until = None
         for name, v in zip(self.COUNTERS, counters, strict=True):
             setattr(self, name, v)

@@ -365,6 +365,49 @@ def test_the_still_count_survives_a_checkpoint_and_an_older_checkpoint_starts_it
     assert settings(BackgroundParams(refit_still_factor=3)) == settings(BackgroundParams())
 
 
+def test_an_adopted_ghost_reaches_the_frames_that_were_in_the_window_and_no_other():
+    # WindowSchedule.adopt holds the values apart instead of rewriting the 30 frames: the window
+    # it stacks must be what writing them into every frame then in the window would have given,
+    # through later entries, a change of light, a view a refit holds, a checkpoint and the
+    # adopted frames' leaving.
+    rng = np.random.default_rng(0)
+    sched, eager = WindowSchedule(4, 1, 10, 30), []
+
+    def push(frame, fg=None):
+        sched.push(frame, fg)
+        eager.append((frame.copy(), None if fg is None else fg.copy()))
+        del eager[:-4]
+
+    def frame():
+        return rng.random((5, 6)).astype(np.float32)
+
+    for t in range(3):
+        push(frame(), rng.random((5, 6)) < 0.5 if t == 1 else None)
+    held = []
+    for _ in range(2):  # a refit started before an adoption solves the window it saw
+        where, x = rng.random((5, 6)) < 0.3, frame()
+        held.append((sched.view(), sched.stack()))
+        sched.adopt(where, x)
+        eager = [(np.where(where, x, f), None if m is None else m & ~where) for f, m in eager]
+    assert all(np.array_equal(view.stack(), stacked) for view, stacked in held)
+    for _ in range(2):  # entries after the adoption keep their own values
+        push(frame())
+        np.testing.assert_array_equal(sched.stack(), np.stack([f for f, _ in eager]))
+        masks = np.stack([np.zeros((5, 6), bool) if m is None else m for _, m in eager])
+        np.testing.assert_array_equal(sched.stack_masks(), masks)
+    sched.map(lambda f: np.float32(0.5) * f + np.float32(0.1))
+    eager = [(np.float32(0.5) * f + np.float32(0.1), m) for f, m in eager]
+    np.testing.assert_array_equal(sched.stack(), np.stack([f for f, _ in eager]))
+    again = WindowSchedule(4, 1, 10, 30)
+    again.load(sched.state(), (5, 6))
+    np.testing.assert_array_equal(again.stack(), sched.stack())
+    assert sched.adopted is not None
+    for _ in range(2):  # the last frame that was in the window at the adoption leaves
+        push(frame())
+    assert sched.adopted is None and sched.until is None
+    np.testing.assert_array_equal(sched.stack(), np.stack([f for f, _ in eager]))
+
+
 def test_a_checkpoint_of_an_older_model_is_refused_not_used():
     # The background samples are not in a v2 checkpoint (nor the decision's state in a v1): the
     # worker logs the refusal and starts cold (streamer/processes/worker.py counts it as "mismatch").

@@ -161,7 +161,7 @@ def test_an_absorbed_ghost_is_in_the_window_and_its_count_survives_a_checkpoint(
             assert np.array_equal(b.apply(x), ma)
     assert not ma.any()
     # the window and the samples took the frame at the ghost's pixels, and kept the rest
-    frames = a._window.frames
+    frames = a._window.stack()
     np.testing.assert_allclose(frames[-1][10:30, 20:40], bg[10:30, 20:40], atol=0.05)
 
 

@@ -201,6 +201,28 @@ def test_samples_update_finds_the_dynamic_pixels_turns_as_the_reference(dynamic_
     assert np.count_nonzero(sets[0].samples != table) > 0.05 * table.size
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_the_remnants_match_equals_the_reference(seed):
+    """The ghosts' remnants (SampleSet.match_outside) compiled and in numpy: the same pixels, with
+    rays that leave the frame, that find no background within reach, and tested pixels in clumps
+    (their rays cross each other) and alone."""
+    shape = (37, 51)
+    rng = np.random.default_rng(40 + seed)
+    table = rng.random((shape[0] * shape[1], 20), dtype=np.float32)
+    sets = [SampleSet(shape, SampleParams(compiled=compiled)) for compiled in (False, True)]
+    for s in sets:
+        s.seed(table)
+    x = rng.random(shape, dtype=np.float32)
+    pixels = rng.random(shape) < 0.05
+    pixels[10:20, 5:30] = True  # a clump: its inner pixels' rays run 5-12 steps to background
+    outside = ~pixels & (rng.random(shape) < 0.6)
+    for reach in (1, 5, 40):
+        got = [s.match_outside(x, pixels, outside, reach) for s in sets]
+        np.testing.assert_array_equal(got[1], got[0], err_msg=f"reach {reach}")
+        assert not got[0][~pixels].any()
+    assert 0 < got[0].sum() < pixels.sum()  # some match and some do not: the test can tell
+
+
 def test_the_moving_background_and_its_offset_equal_the_numpy_ones_to_the_bit(solved):  # noqa: F811
     M0, P, rng, state, lam, dynamic = solved
     fitter = moving_fitter(state)
