@@ -229,8 +229,9 @@ class GhostTracker:
         t : int
             The frame counter: blobs are judged when ``t`` is a multiple of ``period``.
         compiled : bool
-            Take the blobs' evidence from :func:`core.streaming.kernels.ghost_evidence` (the
-            kernels loaded): the same figures as :func:`contour_evidence`, in one call.
+            Take the blobs from :func:`core.streaming.kernels.labels` and their evidence from
+            :func:`core.streaming.kernels.ghost_evidence` (the kernels loaded): OpenCV's blobs,
+            numbered otherwise, and the same figures as :func:`contour_evidence`.
         samples : SampleSet, optional
             The background samples the remnants are compared with; without them, no remnants.
 
@@ -243,7 +244,7 @@ class GhostTracker:
         p = self.params
         if p.frames <= 0 or t % p.period:
             return None
-        remnant = self._remnant(x, mask, samples)
+        remnant = self._remnant(x, mask, samples, compiled)
         absorb = self._ghost_blobs(x, bg, mask, compiled)
         if absorb is not None and p.reach > 0:
             side = 2 * round(p.reach * max(self.shape)) + 1
@@ -254,16 +255,28 @@ class GhostTracker:
             self.adopted |= out
         return out
 
-    def _remnant(self, x: np.ndarray, mask: np.ndarray, samples: "SampleSet | None") -> np.ndarray | None:
+    def _remnant(
+        self, x: np.ndarray, mask: np.ndarray, samples: "SampleSet | None", compiled: bool = False
+    ) -> np.ndarray | None:
         """The pixels of the zones that have been foreground for :data:`REMNANT_HELD` judgements and
         show what the background beside them shows (:meth:`core.streaming.samples.SampleSet.match_outside`),
         or None; the zones count down, and once none is left the held counts and the adopted pixels
-        start over."""
+        start over. ``compiled``: the state's update by :func:`core.streaming.kernels.remnant_state`
+        (the same counts, in place)."""
         if not self.zone.any():
             if self.held.any() or self.adopted.any():
                 self.held[:] = 0
                 self.adopted[:] = False
             return None
+        ray = round(REMNANT_RAY * max(self.shape))
+        if compiled and samples is not None and samples.ready:  # the same state and pixels, in one pass
+            from core.streaming import kernels
+
+            tested, outside = np.empty(self.shape, bool), np.empty(self.shape, bool)
+            if not kernels.remnant_state(self.zone, self.held, mask, self.adopted, REMNANT_HELD, tested, outside):
+                return None
+            hit = samples.match_outside(x, tested, outside, ray)
+            return hit if hit.any() else None
         zone = self.zone > 0
         self.zone = cv2.subtract(self.zone, 1)  # type: ignore[call-overload]
         self.held = np.where(zone & mask, cv2.add(self.held, 1), 0).astype(np.uint8)  # type: ignore[call-overload]
@@ -272,7 +285,6 @@ class GhostTracker:
         held = self.held >= REMNANT_HELD
         if not held.any():
             return None
-        ray = round(REMNANT_RAY * max(self.shape))
         hit = samples.match_outside(x, held, ~mask & ~self.adopted, ray)
         return hit if hit.any() else None
 
@@ -281,12 +293,14 @@ class GhostTracker:
         p = self.params
         ghost = None
         if mask.any():
-            n, labels = cv2.connectedComponents(mask.view(np.uint8), connectivity=8, ltype=cv2.CV_32S)
             if compiled:
-                from core.streaming.kernels import ghost_evidence
+                from core.streaming import kernels
 
-                frame_only, bg_only = ghost_evidence(x, bg, labels, n)
+                labels = np.empty(mask.shape, np.int32)
+                n = kernels.labels(mask.view(np.uint8), labels)
+                frame_only, bg_only = kernels.ghost_evidence(x, bg, labels, n)
             else:
+                n, labels = cv2.connectedComponents(mask.view(np.uint8), connectivity=8, ltype=cv2.CV_32S)
                 frame_only, bg_only = contour_evidence(x, bg, labels, n)
             ghost = (bg_only > p.ratio * frame_only) & (bg_only > p.edge)
         if ghost is None or not ghost.any():  # no ghost blob: every count starts over

@@ -32,13 +32,14 @@ already. docs/design.md, "The compiled per-frame pass", says why numba.
   (:func:`core.streaming.postprocess.drop_specks`), its blobs found on the packed runs;
 - :func:`ghost_evidence`: the ghost test's edges along each blob's contour
   (:mod:`core.streaming.ghosts`), the gradients taken at the contour's pixels alone;
-- :func:`match_outside`: the ghosts' remnants tested against the samples of the nearest
-  background along their rows and columns (:meth:`core.streaming.samples.SampleSet.match_outside`);
+- :func:`remnant_state` and :func:`match_outside`: the ghosts' remnants' zones and held counts,
+  and the remnants tested against the samples of the nearest background along their rows and
+  columns (:meth:`core.streaming.samples.SampleSet.match_outside`);
 - :func:`core.solver.fused.sweep`, loaded and cached with them: the element-wise steps of each
   sweep of a window refit's solver in one pass (the refits run it once these are loaded);
 - :func:`components`: the reported mask's connected components and their statistics, for the
   worker's motion regions (:mod:`streamer.motion.regions`), at a sixth of the time of OpenCV's
-  labelling with statistics.
+  labelling with statistics; :func:`labels`, the same blobs as a label image, for the ghost test.
 
 Compiled once and cached on disk (``cache=True``): in numba's default place beside this file
 when it may be written, else where the environment variable ``NUMBA_CACHE_DIR`` says (the systemd
@@ -899,6 +900,45 @@ def fill_holes(mask: np.ndarray, out: np.ndarray) -> int:  # pragma: no cover - 
 
 
 @njit(cache=True, nogil=True)
+def labels(mask: np.ndarray, out: np.ndarray) -> int:  # pragma: no cover - compiled
+    """The 8-connected components of a mask as a label image: OpenCV's ``connectedComponents``
+    blobs (:func:`_blobs`), numbered from 1 in the raster order of their first pixel (OpenCV
+    numbers them by 2 x 2 blocks; the ghost test reads each blob as a whole).
+
+    Parameters
+    ----------
+    mask : ndarray, shape (h, w), uint8
+        Foreground where nonzero.
+    out : ndarray, shape (h, w), int32 (written)
+        0 on the background, a blob's number on its pixels.
+
+    Returns
+    -------
+    int
+        The number of labels, the background's included (blobs + 1).
+    """
+    h, w = mask.shape
+    bits = np.empty((h, (w + 63) // 64), np.uint64)
+    _pack(mask, bits)
+    start, end, first, parent = _blobs(bits)
+    number = np.zeros(start.shape[0], np.int32)
+    count = 0
+    for i in range(h):
+        for j in range(w):
+            out[i, j] = 0
+        for r in range(first[i], first[i + 1]):
+            q = _root(parent, r)  # a blob's root is its first run: numbered before its others
+            if q == r:
+                count += 1
+                number[r] = count
+            else:
+                number[r] = number[q]
+            for j in range(start[r], end[r]):
+                out[i, j] = number[r]
+    return count + 1
+
+
+@njit(cache=True, nogil=True)
 def components(mask: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """The 8-connected components of a mask and their statistics, as OpenCV's
     ``connectedComponentsWithStats`` gives them, in one call and without a label image.
@@ -1370,6 +1410,53 @@ def light_moments(
 
 
 @njit(cache=True, nogil=True)
+def remnant_state(
+    zone: np.ndarray,
+    held: np.ndarray,
+    mask: np.ndarray,
+    adopted: np.ndarray,
+    held_min: int,
+    tested: np.ndarray,
+    outside: np.ndarray,
+) -> int:  # pragma: no cover - compiled
+    """One judgement of the ghosts' remnants' state (:meth:`core.streaming.ghosts.GhostTracker._remnant`)
+    in one pass, in place: each zone counts down, a zone pixel under the mask adds one to its held
+    count (saturating at 255), any other pixel's count starts over; the pixels held for
+    ``held_min`` judgements are the ones to test, and those neither under the mask nor adopted the
+    ones whose samples they are tested against.
+
+    Parameters
+    ----------
+    zone, held : ndarray, shape (h, w), uint8 (updated)
+    mask, adopted : ndarray, shape (h, w), bool
+    held_min : int
+        :data:`core.streaming.ghosts.REMNANT_HELD`.
+    tested, outside : ndarray, shape (h, w), bool (written)
+
+    Returns
+    -------
+    int
+        How many pixels are to be tested.
+    """
+    h, w = zone.shape
+    n = 0
+    for i in range(h):
+        for j in range(w):
+            z = zone[i, j]
+            under = mask[i, j]
+            if z > 0:
+                zone[i, j] = z - 1
+            c = held[i, j]
+            c = (c + 1 if c < 255 else c) if (z > 0 and under) else 0
+            held[i, j] = c
+            t = c >= held_min
+            tested[i, j] = t
+            n += t
+            outside[i, j] = not under and not adopted[i, j]
+    return n
+
+
+@njit(cache=True, nogil=True)
 def _ray_matched(
     samples: np.ndarray,
     outside: np.ndarray,
@@ -1621,8 +1708,10 @@ def warm() -> None:
     uniform_shadow(img, img, on, on.copy(), 3, 5, np.float32(0.0025))
     light_moments(img, img, on, 2)
     match_outside(samples, img[:2, :2].copy(), on[:2, :2], on[:2, :2], 2, one, 1, on[:2, :2].copy())
+    remnant_state(blob.copy(), blob.copy(), on[:4, :4], on[:4, :4], 8, on[:4, :4].copy(), on[:4, :4].copy())
     feedback(on, on, on, 3, False, img.copy(), one, one, one, one, on.copy())
     components(blob)
+    labels(blob, np.empty((4, 4), np.int32))
     ghost_evidence(img, img, blob.astype(np.int32), 2)
     cube = np.ones((2, 2, 2), np.float32)
     fused.sweep(

@@ -223,6 +223,38 @@ def test_the_remnants_match_equals_the_reference(seed):
     assert 0 < got[0].sum() < pixels.sum()  # some match and some do not: the test can tell
 
 
+def test_the_remnants_state_equals_the_reference():
+    """Twelve judgements of the ghosts' remnants (GhostTracker._remnant) compiled and in numpy:
+    the same zones, held counts and remnants, with zones that run out, counts that start over,
+    saturate at 255 and reach REMNANT_HELD, and adopted pixels left out of the background."""
+    from core.streaming.ghosts import REMNANT_HELD, GhostParams, GhostTracker
+
+    shape = (37, 51)
+    rng = np.random.default_rng(5)
+    table = rng.random((shape[0] * shape[1], 20), dtype=np.float32)
+    sets = [SampleSet(shape, SampleParams(compiled=compiled)) for compiled in (False, True)]
+    trackers = [GhostTracker(shape, GhostParams()) for _ in range(2)]
+    zone = rng.integers(0, 6, shape).astype(np.uint8)
+    held = rng.integers(0, REMNANT_HELD + 2, shape).astype(np.uint8)
+    held[0, :5] = 255
+    adopted = rng.random(shape) < 0.1
+    for s, g in zip(sets, trackers, strict=True):
+        s.seed(table)
+        g.load({"count": np.zeros(shape, np.uint8), "zone": zone, "held": held, "adopted": adopted})
+    found = 0
+    for t in range(12):
+        x = rng.random(shape, dtype=np.float32)
+        mask = rng.random(shape) < 0.9
+        got = [g._remnant(x, mask, s, compiled) for g, s, compiled in zip(trackers, sets, (False, True), strict=True)]
+        assert (got[0] is None) == (got[1] is None), f"judgement {t}"
+        if got[0] is not None:
+            np.testing.assert_array_equal(got[1], got[0])
+            found += int(got[0].sum())
+        for name in ("zone", "held", "adopted"):
+            np.testing.assert_array_equal(getattr(trackers[1], name), getattr(trackers[0], name))
+    assert found > 0 and not trackers[0].zone.any()  # remnants were found; every zone ran out
+
+
 def test_the_moving_background_and_its_offset_equal_the_numpy_ones_to_the_bit(solved):  # noqa: F811
     M0, P, rng, state, lam, dynamic = solved
     fitter = moving_fitter(state)
@@ -314,6 +346,28 @@ def test_fill_holes_equals_the_flood_fill():
     np.testing.assert_array_equal(fill_holes(corner, compiled=True)[:2, :2], [[0, 1], [1, 1]])
     assert fill_holes(diagonal, compiled=True).sum() == 24
     assert holes > 1000  # the random fields hold holes: the comparison is not of empty fills
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_labels_are_opencvs_blobs(seed):
+    """The ghost test's label image (kernels.labels) holds cv2.connectedComponents' blobs at
+    8-connectivity (numbered otherwise: OpenCV by 2 x 2 blocks, the kernel by first pixel; the
+    ghost test reads each blob as a whole), on masks of blobs that touch diagonally, wrap around
+    holes and span a 64-pixel word's edge, on a width that is not a multiple of 64."""
+    from core.streaming import kernels
+
+    rng = np.random.default_rng(seed)
+    for share in (0.0, 0.05, 0.3, 0.6, 1.0):
+        mask = (rng.random((41, 150)) < share).astype(np.uint8)
+        mask = cv2.dilate(mask, np.ones((2, 2), np.uint8)) if share < 0.5 else mask
+        n, want = cv2.connectedComponents(mask, connectivity=8, ltype=cv2.CV_32S)
+        got = np.full(mask.shape, -1, np.int32)
+        assert kernels.labels(mask, got) == n
+        np.testing.assert_array_equal(got == 0, want == 0)
+        assert set(np.unique(got)) == set(np.unique(want))  # 1..n-1, and 0 unless the mask is full
+        # one OpenCV label for each of ours and the other way round: the same partition
+        pairs = np.unique(got.astype(np.int64) * n + want)
+        assert len(pairs) == len(np.unique(want)), f"share {share}"
 
 
 def test_components_are_opencvs_with_their_statistics():
