@@ -296,7 +296,7 @@ class GhostTracker:
             if compiled:
                 from core.streaming import kernels
 
-                labels = np.empty(mask.shape, np.int32)
+                labels: np.ndarray = np.empty(mask.shape, np.int32)
                 n = kernels.labels(mask.view(np.uint8), labels)
                 frame_only, bg_only = kernels.ghost_evidence(x, bg, labels, n)
             else:
