@@ -49,16 +49,12 @@ class WindowFrames:
     adopted: np.ndarray | None = None
     until: np.ndarray | None = None
 
-    def _adopted_in(self, k: int) -> np.ndarray | None:
-        """Pixels of ``frames[k]`` that take ``adopted``: bool (m, n), or None."""
-        return None if self.until is None else self.until > self.first + k
-
     def stack(self) -> np.ndarray:
         """The frames as one array, shape (N, m, n), float32, oldest first, adopted pixels applied."""
         X = np.stack(self.frames)
-        if self.adopted is not None:
-            for k in range(len(X)):
-                np.copyto(X[k], self.adopted, where=self._adopted_in(k))
+        if self.adopted is not None and self.until is not None:
+            for k in range(len(X)):  # frames[k] is entry first + k
+                np.copyto(X[k], self.adopted, where=self.until > self.first + k)
         return X
 
     def stack_masks(self) -> np.ndarray | None:
