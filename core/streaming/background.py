@@ -571,10 +571,20 @@ class KDRSDLBackgroundSubtractor:
         self._pending_light = None
         assert self._lam is not None  # set by the first frame, before any refit
         settings = RefitSettings.from_knobs(self.params, self._lam, self.compiled)
-        report = self._refitter.submit(w.view(), init, w.start, settings)
+        report = self._refitter.submit(w.view(), init, w.start, settings, self._still_pixels())
         if report is not None:
             self._install(report)
             self._sync_refit = report
+
+    def _still_pixels(self) -> np.ndarray | None:
+        """Pixels with no dynamic pixel within ``fit_reach`` now, bool (h, w), for a refit's
+        ``still_cut`` (:func:`core.streaming.refit.solve_window`); None before the first decision
+        or with the rule off."""
+        p = self.params
+        if not p.still_cut or self._decider is None:
+            return None
+        near = cv2.dilate(self._decider.dynamic.view(np.uint8), square(p.fit_reach))
+        return near == 0
 
     def _install(self, report: RefitReport) -> None:
         if report.reset:

@@ -40,7 +40,14 @@ MAD_TO_SIGMA = 1.4826
 MEAN_ABS_TO_SIGMA = 1.2533
 
 
-def pixel_spread(X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float, fg: np.ndarray | None = None) -> np.ndarray:
+def pixel_spread(
+    X: np.ndarray,
+    M: np.ndarray,
+    E: np.ndarray,
+    e_cut: float,
+    fg: np.ndarray | None = None,
+    far: np.ndarray | None = None,
+) -> np.ndarray:
     """The background's per-pixel spread over a solved window.
 
     Parameters
@@ -55,6 +62,9 @@ def pixel_spread(X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float, fg: 
         Intensity above which a sample of ``E`` counts as foreground.
     fg : ndarray, shape (N, m, n), bool, optional
         Samples the model itself called foreground when they entered: left out too.
+    far : ndarray, shape (N, m, n), bool, optional
+        Samples flagged as ``E``'s are (a still pixel's beyond ``pixel_floor`` from ``M``,
+        :func:`core.streaming.refit.solve_window`): left out too.
 
     Returns
     -------
@@ -66,6 +76,8 @@ def pixel_spread(X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float, fg: 
     keep = np.abs(E) <= e_cut
     if fg is not None:
         keep &= ~fg
+    if far is not None:
+        keep &= ~far
     n = keep.sum(axis=0)
     total = np.where(keep, dev, 0).sum(axis=0, dtype=np.float32)
     return (MEAN_ABS_TO_SIGMA * total / np.maximum(n, 1)).astype(np.float32)

@@ -336,6 +336,15 @@ class BackgroundParams:
     pixel_floor: float = knob(
         0.06, "Smallest band half-width (0.06 = 15 gray levels).", "intensity in [0, 1]", 0, 1, high_open=True
     )
+    still_cut: bool = knob(
+        True,
+        "Where the background holds still (no dynamic pixel within fit_reach when the refit starts), "
+        "window samples farther than pixel_floor from M are foreground too, left out of the spread "
+        "and flagged in the samples' seeding as E's are, whatever share of them KDRSDL's low-rank "
+        "part took (a lane's recurring traffic), where they are at most half the window (more: the "
+        "background itself changes); near dynamic pixels E alone decides, as the moving "
+        "background uses A R B^T there.",
+    )
     tolerance: int = knob(
         1,
         "Side of the neighbourhood whose band a pixel may match (absorbs jitter); 1 = none, the "

@@ -133,6 +133,7 @@ class RefitSettings:
     scale: int = 1
     background: str = "kdrsdl"
     compiled: bool = False
+    still_cut: float | None = None
 
     @classmethod
     def from_knobs(cls, p: BackgroundParams, lam: float, compiled: bool = False) -> "RefitSettings":
@@ -154,6 +155,7 @@ class RefitSettings:
             scale=p.solve_scale,
             background=p.refit_background,
             compiled=compiled,
+            still_cut=p.pixel_floor if p.still_cut else None,
         )
 
 
@@ -164,6 +166,7 @@ def solve_window(
     s: RefitSettings,
     cancel: threading.Event | None = None,
     fg: np.ndarray | None = None,
+    still: np.ndarray | None = None,
 ) -> RefitReport | None:
     """One refit of window ``X`` (N, m, n) float32; never raises, but returns None when cancelled.
 
@@ -186,6 +189,11 @@ def solve_window(
         Window samples the model called foreground that entered as they were (the warm-up's,
         :attr:`core.streaming.window.WindowSchedule.masks`): left out of the spread and replaced by
         ``M`` in the samples' seeding, as the samples ``E`` flags are. With an array ``X`` only.
+    still : ndarray, shape (m, n), bool, optional
+        Pixels whose background held still when the refit started (no dynamic pixel within
+        ``fit_reach``). With ``s.still_cut`` set, their window samples farther than it from ``M``
+        are flagged as ``E``'s are where they are at most half the window (docs/algorithm.md, "The
+        spread at still pixels"): left out of the spread and flagged in the samples' seeding.
 
     Returns
     -------
@@ -245,10 +253,16 @@ def solve_window(
             M = np.median(X, axis=0).astype(np.float32)
             E = np.where(np.abs(X - M) > s.lam, X - M, 0).astype(np.float32)
             res = dataclasses.replace(res, M=M, state=dataclasses.replace(res.state, M=M))
-        sigma = pixel_spread(X, M, E, s.e_cut, fg) if s.spread else None
+        far = None
+        if s.still_cut is not None and still is not None and s.spread:
+            far = np.abs(X - M) > np.float32(s.still_cut)
+            # passing objects are the window's minority; where most samples are far, the
+            # background itself is changing (an object that stopped, a car that left): E decides
+            far &= still & (np.count_nonzero(far, axis=0) * 2 <= len(X))
+        sigma = pixel_spread(X, M, E, s.e_cut, fg, far) if s.spread else None
         samples = None
         if init is None and s.samples and s.spread:
-            samples = window_samples(X, M, E, s.e_cut, s.samples, fg)
+            samples = window_samples(X, M, E, s.e_cut, s.samples, fg, far)
         seconds, cpu = time.perf_counter() - t0, time.thread_time() - c0
         return RefitReport(
             start, seconds, cpu, res, sigma, init is not None, rank=numerical_rank(res.A), samples=samples
@@ -270,9 +284,16 @@ class _Job:
         self.done = threading.Event()
         self.report: RefitReport | None = None
 
-    def run(self, window: WindowFrames, init: KDRSDLState | None, start: int, settings: RefitSettings) -> None:
+    def run(
+        self,
+        window: WindowFrames,
+        init: KDRSDLState | None,
+        start: int,
+        settings: RefitSettings,
+        still: np.ndarray | None,
+    ) -> None:
         try:
-            self.report = solve_window(window, init, start, settings, cancel=self.cancel)
+            self.report = solve_window(window, init, start, settings, cancel=self.cancel, still=still)
         finally:
             self.done.set()
 
@@ -308,18 +329,23 @@ class Refitter:
         return None if self._job is None else self._job.kind
 
     def submit(
-        self, window: WindowFrames, init: KDRSDLState | None, start: int, settings: RefitSettings
+        self,
+        window: WindowFrames,
+        init: KDRSDLState | None,
+        start: int,
+        settings: RefitSettings,
+        still: np.ndarray | None = None,
     ) -> RefitReport | None:
         """Start a refit of ``window`` (:func:`solve_window`'s other arguments); inline, its report
         is returned at once, else None (see :meth:`collect`). On the thread the window is stacked
         there, off the frames' path."""
         if not self.threaded:
-            return solve_window(window, init, start, settings)
+            return solve_window(window, init, start, settings, still=still)
         if self._queue is None:
             self._queue = queue.SimpleQueue()
             threading.Thread(target=self._serve, args=(self._queue,), name="kdrsdl-refit", daemon=True).start()
         self._job = self._last = _Job("cold" if init is None else "warm")
-        self._queue.put((self._job, (window, init, start, settings)))
+        self._queue.put((self._job, (window, init, start, settings, still)))
         return None
 
     @staticmethod

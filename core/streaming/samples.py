@@ -81,7 +81,13 @@ class SampleParams:
 
 
 def window_samples(
-    X: np.ndarray, M: np.ndarray, E: np.ndarray, e_cut: float, k: int, fg: np.ndarray | None = None
+    X: np.ndarray,
+    M: np.ndarray,
+    E: np.ndarray,
+    e_cut: float,
+    k: int,
+    fg: np.ndarray | None = None,
+    far: np.ndarray | None = None,
 ) -> np.ndarray:
     """Background samples from a solved window: its frames, but ``M`` where KDRSDL saw an object.
 
@@ -106,6 +112,9 @@ def window_samples(
     fg : ndarray, shape (N, m, n), bool, optional
         Window samples the model itself called foreground when they entered (the warm-up's
         learning): ``M`` in their place too.
+    far : ndarray, shape (N, m, n), bool, optional
+        Samples flagged as ``E``'s are (a still pixel's beyond ``pixel_floor`` from ``M``,
+        :func:`core.streaming.refit.solve_window`).
 
     Returns
     -------
@@ -116,6 +125,8 @@ def window_samples(
     N = X.shape[0]
     out = np.empty((X.shape[1] * X.shape[2], k), np.float32)
     flagged = np.abs(E) > e_cut
+    if far is not None:
+        flagged |= far
     # an object stays: flagged in two window entries in a row; a moving background flickers
     run = np.zeros_like(flagged)
     run[1:] |= flagged[1:] & flagged[:-1]
