@@ -18,7 +18,7 @@ from core.solver.frame_fit import FrameFitter
 from core.solver.state import KDRSDLState, slide_state
 from core.streaming import resolution, snapshot
 from core.streaming.decision import DecisionParams, PixelDecision, global_threshold
-from core.streaming.frame_model import frame_background, last_background, moving_fitter
+from core.streaming.frame_model import frame_background, last_background, moving_fitter, near_dynamic
 from core.streaming.ghosts import GhostParams, GhostTracker
 from core.streaming.light import LightChange, detect_light_change, map_state, sample_step, unchanged
 from core.streaming.params import BackgroundParams
@@ -583,8 +583,7 @@ class KDRSDLBackgroundSubtractor:
         p = self.params
         if not p.still_cut or self._decider is None:
             return None
-        near = cv2.dilate(self._decider.dynamic.view(np.uint8), square(p.fit_reach))
-        return near == 0
+        return near_dynamic(self._decider.dynamic, p.fit_reach) == 0
 
     def _install(self, report: RefitReport) -> None:
         if report.reset:

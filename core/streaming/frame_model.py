@@ -50,6 +50,14 @@ def last_background(state: KDRSDLState) -> np.ndarray:
     return sandwich(state.A, state.R[-1:], state.B)[0] + state.M
 
 
+def near_dynamic(dynamic: np.ndarray, reach: int) -> np.ndarray:
+    """1 within the ``reach`` x ``reach`` square (``fit_reach``, pixels) around each dynamic pixel,
+    0 elsewhere: uint8 (m, n) from ``dynamic`` (m, n) bool. Where ``"moving"`` adds the fitted
+    low-rank part, and where a refit's ``still_cut`` does not apply (docs/algorithm.md)."""
+    near: np.ndarray = cv2.dilate(dynamic.view(np.uint8), square(reach))
+    return near
+
+
 def moving_background(
     x: np.ndarray,
     state: KDRSDLState,
@@ -100,7 +108,7 @@ def moving_background(
         return global_offset(x, M, objects, dynamic, p) if offset else M
     if _compiled(p):  # the same bits in one compiled call (core.streaming.kernels)
         f = fitter
-        near = cv2.dilate(dynamic.view(np.uint8), square(p.fit_reach))
+        near = near_dynamic(dynamic, p.fit_reach)
         return _kernels().moving_background(
             x, M, objects, dynamic, near, state.A, state.B, FIT_STEP,
             f.A, f.B, f.P, f.Q, f.ab, f.AtA_inv, f.BtB_inv,
@@ -119,7 +127,7 @@ def moving_background(
         rho=2.0,
         max_iter=p.frame_iters,
     )
-    near = cv2.dilate(dynamic.view(np.uint8), square(p.fit_reach))  # 0 / 1
+    near = near_dynamic(dynamic, p.fit_reach)  # 0 / 1
     bg = state.A @ R @ state.B.T
     bg *= near  # the low-rank part within fit_reach of a dynamic pixel, 0 elsewhere
     bg += M

@@ -38,6 +38,7 @@ from core.streaming.ghosts import GhostParams  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 from bench_ablation import value  # noqa: E402
+from digest_masks import frames_of  # noqa: E402
 
 from core.streaming import kernels  # noqa: E402
 
@@ -67,15 +68,10 @@ STEPS = {
 
 
 def read_gray(path: pathlib.Path, limit: int | None = None) -> list[np.ndarray]:
-    """The frames of the video at ``path`` (a CDnet sequence's directory: its ``input/`` images),
-    grayscale uint8, at most ``limit``."""
-    cap = cv2.VideoCapture(str(path / "input" / "in%06d.jpg") if path.is_dir() else str(path))
-    frames: list[np.ndarray] = []
-    while limit is None or len(frames) < limit:
-        ok, frame = cap.read()
-        if not ok:
-            break
-        frames.append(cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY))
+    """The frames of the video at ``path`` (a CDnet sequence's directory: its ``input/`` images,
+    read as ``kdrsdl evaluate`` reads them), grayscale uint8, at most ``limit``
+    (:func:`digest_masks.frames_of`)."""
+    frames = list(frames_of(path, sys.maxsize if limit is None else limit))
     if not frames:
         raise SystemExit(f"no frames read from {path} (it lives in ../shared/data beside the repo)")
     return frames
