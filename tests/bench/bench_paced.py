@@ -1,7 +1,7 @@
 """What a frame costs paced at 30 fps against back to back (issue 26): the model alone, by frame size.
 
 Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_paced.py [--sizes 40x30 160x120 320x240]
-[--steps] [--set KNOB=VALUE ...] [--video PATH] [--frames 750]``.
+[--steps] [--before spin|memory|model] [--set KNOB=VALUE ...] [--video PATH] [--frames 750]``.
 
 For each size, the motorway video (``../shared/data/video/motorway_320x240.avi``, 748 frames; or
 ``--video``, a video file or a CDnet sequence's directory, its first ``--frames`` frames)
@@ -15,6 +15,11 @@ code and data are cold after the wait (docs/results.md, "Cameras per core"). The
 mean is also given apart for the frames whose blobs the ghost test judges (every fourth) and for
 the others.
 
+With ``--before spin|memory|model``, something runs after each paced wait and before the frame, to
+tell what the wait costs the frame (docs/results.md, "Speed"): ``spin`` a 1 ms busy loop (the core
+kept awake), ``memory`` a sum over 64 MB of other memory (the caches filled with other data),
+``model`` a read of every cache line of the model's arrays (its data brought back, its code not).
+
 With ``--steps``, the paced run also times the model's steps (:data:`STEPS`, each wrapped in a
 timer of the thread's CPU time) and prints each one's median and mean per frame over the same
 frames: where a 30-fps frame's time goes. The timers add a little to the frame's own figure.
@@ -22,9 +27,11 @@ frames: where a 30-fps frame's time goes. The timers add a little to the frame's
 
 import argparse
 import collections
+import dataclasses
 import pathlib
 import sys
 import time
+from collections.abc import Iterable
 
 import cv2
 import numpy as np
@@ -77,8 +84,48 @@ def read_gray(path: pathlib.Path, limit: int | None = None) -> list[np.ndarray]:
     return frames
 
 
+def model_arrays(obj: object, seen: set[int] | None = None, depth: int = 0) -> list[np.ndarray]:
+    """The arrays over 4 KiB that ``obj`` (the model) holds, through its attributes, containers and
+    dataclasses within the project's own classes, each once."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen or depth > 4:
+        return []
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        return [obj] if obj.nbytes > 4096 else []
+    if isinstance(obj, dict):
+        items: Iterable[object] = obj.values()
+    elif isinstance(obj, (list, tuple)):
+        items = obj
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        items = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
+    elif type(obj).__module__.startswith("core.") and hasattr(obj, "__dict__"):
+        items = vars(obj).values()
+    else:
+        return []
+    return [a for item in items for a in model_arrays(item, seen, depth + 1)]
+
+
+def before_frame(kind: str | None, model: KDRSDLBackgroundSubtractor, other: np.ndarray) -> None:
+    """``--before``: what runs between a paced wait and the frame (see the module's docstring)."""
+    if kind == "spin":
+        end = time.perf_counter() + 0.001
+        while time.perf_counter() < end:
+            pass
+    elif kind == "memory":
+        other.sum()
+    elif kind == "model":
+        for a in model_arrays(model):
+            if a.flags.c_contiguous:
+                a.reshape(-1).view(np.uint8)[::64].sum()  # one byte of each 64-byte cache line
+
+
 def frame_ms(
-    frames: list[np.ndarray], paced: bool, steps: dict[str, list[float]] | None = None, knobs=None
+    frames: list[np.ndarray],
+    paced: bool,
+    steps: dict[str, list[float]] | None = None,
+    knobs=None,
+    before: str | None = None,
 ) -> tuple[float, float, float, float]:
     """The median and the mean CPU time of the frames' thread per frame, ms (frames after the
     warm-up, no refit), and the mean over the frames the ghost test judges and over the others. The
@@ -86,7 +133,7 @@ def frame_ms(
     frame, a window entry every eighth), which the median leaves out.
 
     ``steps``: filled with each of :data:`STEPS`' CPU time per counted frame, seconds (the steps are
-    timed only when it is given).
+    timed only when it is given). ``before``: :func:`before_frame`'s kind, after each paced wait.
     """
     model = KDRSDLBackgroundSubtractor(**(knobs or {}))
     spent: collections.Counter[str] = collections.Counter()
@@ -95,12 +142,14 @@ def frame_ms(
         for name, (owner, attr) in STEPS.items():
             setattr(owner, attr, timed(originals[name], name, spent))
     times, judged = [], []
+    other = np.ones(64 << 20, np.uint8) if before == "memory" else np.zeros(0, np.uint8)
     try:
         t0 = time.perf_counter()
         for i, frame in enumerate(frames):
             if paced:
                 while (wait := t0 + i / FPS - time.perf_counter()) > 0:
                     time.sleep(wait)
+                before_frame(before, model, other)
             spent.clear()
             c = time.thread_time()
             result = model.process(frame)
@@ -138,6 +187,9 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="one of the model's knobs")
     ap.add_argument("--video", default=str(VIDEO), help="a video file or a CDnet sequence's directory")
     ap.add_argument("--frames", type=int, default=750, help="at most this many of its frames (default %(default)s)")
+    ap.add_argument(
+        "--before", choices=["spin", "memory", "model"], help="run this after each paced wait, before the frame"
+    )
     args = ap.parse_args()
     kernels.warm()  # compiled into numba's cache before anything is timed: workers load them
     knobs = {k: value(v) for k, v in (s.split("=", 1) for s in args.set)}
@@ -148,7 +200,7 @@ def main() -> None:
         frames = [cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in video]
         steps: dict[str, list[float]] | None = {} if args.steps else None
         tight, tight_mean, _, _ = frame_ms(frames, False, knobs=knobs)
-        paced, paced_mean, judged, others = frame_ms(frames, True, steps, knobs)
+        paced, paced_mean, judged, others = frame_ms(frames, True, steps, knobs, args.before)
         print(
             f"{size}: back to back {tight:.2f} ms a frame (mean {tight_mean:.2f}), "
             f"paced at 30 fps {paced:.2f} ms (mean {paced_mean:.2f}; {judged:.2f} where the ghost test "
