@@ -1,7 +1,8 @@
 """What a frame costs paced at 30 fps against back to back (issue 26): the model alone, by frame size.
 
 Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_paced.py [--sizes 40x30 160x120 320x240]
-[--steps] [--before spin|memory|model] [--set KNOB=VALUE ...] [--video PATH] [--frames 750]``.
+[--steps] [--before spin|memory|model] [--set KNOB=VALUE ...] [--versus KNOB=VALUE ...] [--kernels]
+[--video PATH] [--frames 750]``.
 
 For each size, the motorway video (``../shared/data/video/motorway_320x240.avi``, 748 frames; or
 ``--video``, a video file or a CDnet sequence's directory, its first ``--frames`` frames)
@@ -19,6 +20,15 @@ With ``--before spin|memory|model``, something runs after each paced wait and be
 tell what the wait costs the frame (docs/results.md, "Speed"): ``spin`` a 1 ms busy loop (the core
 kept awake), ``memory`` a sum over 64 MB of other memory (the caches filled with other data),
 ``model`` a read of every cache line of the model's arrays (its data brought back, its code not).
+
+With ``--versus KNOB=VALUE``, each size instead runs two models in one process, the second with
+that knob changed (:func:`versus_ms`), their paced frames interleaved: what a choice costs a
+30-fps frame, with the machine's state the same for both (separate runs of this script on this
+shared machine differ by up to 0.3 ms a frame).
+
+With ``--kernels``, each size first replays the compiled kernels' calls of one frame (recorded
+with copies of their arguments, :func:`kernel_calls`) 300 times back to back and 300 times paced
+at 30 fps (:func:`replay_ms`): what the kernels alone cost, without the interpreter between them.
 
 With ``--steps``, the paced run also times the model's steps (:data:`STEPS`, each wrapped in a
 timer of the thread's CPU time) and prints each one's median and mean per frame over the same
@@ -167,6 +177,75 @@ def frame_ms(
     return float(np.median(ms)), float(ms.mean()), float(ms[on].mean()), float(ms[~on].mean())
 
 
+def versus_ms(frames: list[np.ndarray], knobs: dict, changed: dict) -> tuple[tuple[float, float], tuple[float, float]]:
+    """``--versus``: two models in this process, one at ``knobs`` and one with ``changed`` on top,
+    fed the same frames paced at 30 fps each, their frames interleaved half a period apart (the
+    first of each pair alternating): the same machine state for both. Returns each one's median
+    and mean CPU time of the frames' thread per frame, ms, over the frames after the warm-up that
+    installed no refit in either."""
+    models = (KDRSDLBackgroundSubtractor(**knobs), KDRSDLBackgroundSubtractor(**{**knobs, **changed}))
+    times: tuple[list[float], list[float]] = ([], [])
+    t0 = time.perf_counter()
+    for i, frame in enumerate(frames):
+        spent, quiet = [0.0, 0.0], True
+        for k, j in enumerate((i % 2, 1 - i % 2)):
+            while (wait := t0 + (i + k / 2) / FPS - time.perf_counter()) > 0:
+                time.sleep(wait)
+            c = time.thread_time()
+            quiet &= models[j].process(frame).refit is None
+            spent[j] = time.thread_time() - c
+        if i > WARMUP and quiet:
+            for j in (0, 1):
+                times[j].append(1e3 * spent[j])
+    a, b = (np.array(t) for t in times)
+    return (float(np.median(a)), float(a.mean())), (float(np.median(b)), float(b.mean()))
+
+
+def kernel_calls(frames: list[np.ndarray], knobs: dict) -> list[tuple[str, object, list]]:
+    """``--kernels``: the compiled kernels' calls of one frame, with copies of their arguments: a
+    model at ``knobs`` fed ``frames`` back to back until its frame at index ``WARMUP + 1``, whose
+    calls are recorded (a frame the ghost test judges when that index is a multiple of its period)."""
+    model = KDRSDLBackgroundSubtractor(**knobs)
+    for frame in frames[: WARMUP + 1]:
+        model.process(frame)
+    names = [n for n in dir(kernels) if hasattr(getattr(kernels, n), "py_func")]
+    originals = {n: getattr(kernels, n) for n in names}
+    calls: list[tuple[str, object, list]] = []
+
+    def recorder(name):
+        def call(*args):
+            calls.append((name, originals[name], [a.copy() if isinstance(a, np.ndarray) else a for a in args]))
+            return originals[name](*args)
+
+        return call
+
+    try:
+        for n in names:
+            setattr(kernels, n, recorder(n))
+        model.process(frames[WARMUP + 1])
+    finally:
+        for n in names:
+            setattr(kernels, n, originals[n])
+    return calls
+
+
+def replay_ms(calls: list[tuple[str, object, list]], paced: bool, rounds: int = 300) -> dict[str, float]:
+    """The median CPU time of each recorded kernel call over ``rounds`` replays of the frame's
+    calls in order, and of the whole replay (``"all"``), ms; each replay after a wait of 1/30 s
+    when ``paced``."""
+    spent: dict[str, list[float]] = collections.defaultdict(list)
+    for _ in range(rounds):
+        if paced:
+            time.sleep(1 / FPS)
+        start = time.thread_time()
+        for k, (name, kernel, args) in enumerate(calls):
+            c = time.thread_time()
+            kernel(*args)
+            spent[f"{k:2d} {name}"].append(time.thread_time() - c)
+        spent["all"].append(time.thread_time() - start)
+    return {name: 1e3 * float(np.median(t)) for name, t in spent.items()}
+
+
 def timed(step, name: str, spent: collections.Counter):
     """``step`` adding its thread CPU time to ``spent[name]`` at each call."""
 
@@ -190,6 +269,16 @@ def main() -> None:
     ap.add_argument(
         "--before", choices=["spin", "memory", "model"], help="run this after each paced wait, before the frame"
     )
+    ap.add_argument(
+        "--versus",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        help="time a second model with this knob changed beside the first, in the same process",
+    )
+    ap.add_argument(
+        "--kernels", action="store_true", help="replay one frame's compiled kernel calls, paced and back to back"
+    )
     args = ap.parse_args()
     kernels.warm()  # compiled into numba's cache before anything is timed: workers load them
     knobs = {k: value(v) for k, v in (s.split("=", 1) for s in args.set)}
@@ -198,6 +287,21 @@ def main() -> None:
     for size in args.sizes:
         w, h = (int(v) for v in size.split("x"))
         frames = [cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in video]
+        if args.kernels:
+            calls = kernel_calls(frames, knobs)
+            tight_k, paced_k = replay_ms(calls, False), replay_ms(calls, True)
+            print(f"{size}: frame {WARMUP + 1}'s {len(calls)} kernel calls replayed, ms (median back to back / paced):")
+            for name in tight_k:
+                print(f"  {name:22s} {tight_k[name]:.3f} / {paced_k[name]:.3f}")
+        if args.versus:
+            changed = {k: value(v) for k, v in (s.split("=", 1) for s in args.versus)}
+            (a, a_mean), (b, b_mean) = versus_ms(frames, knobs, changed)
+            print(
+                f"{size}, paced at 30 fps, interleaved: {a:.3f} ms a frame (mean {a_mean:.3f}); with "
+                f"{' '.join(args.versus)} {b:.3f} (mean {b_mean:.3f}): {b - a:+.3f} ({b_mean - a_mean:+.3f})",
+                flush=True,
+            )
+            continue
         steps: dict[str, list[float]] | None = {} if args.steps else None
         tight, tight_mean, _, _ = frame_ms(frames, False, knobs=knobs)
         paced, paced_mean, judged, others = frame_ms(frames, True, steps, knobs, args.before)
