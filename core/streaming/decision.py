@@ -407,7 +407,7 @@ class PixelDecision:
 
 
 #: What the compiled decision reads for the samples of a model without any.
-_NO_SAMPLES = np.zeros((0, 1), np.float32)
+_NO_SAMPLES = np.zeros((0, 1), np.uint8)
 _NO_NEIGHBOURS = np.zeros((0, 8), np.intp)
 
 

@@ -64,20 +64,25 @@ from core.solver import fused
 
 _ONE = np.float32(1.0)
 _ZERO = np.float32(0.0)
+_HALF = np.float32(0.5)
+#: The samples' bytes: :data:`core.streaming.samples.LEVELS` and :data:`core.streaming.samples.STEP`.
+_LEVELS = np.float32(255)
+_STEP = np.float32(1 / 255)
 
 
 @njit(cache=True, nogil=True)
 def _matched(
     samples: np.ndarray, row: int, xv: np.float32, r: np.float32, matches: int
 ) -> bool:  # pragma: no cover - compiled
-    """Whether at least ``matches`` samples of pixel ``row`` lie strictly within ``r`` of ``xv``.
+    """Whether at least ``matches`` samples of pixel ``row`` lie strictly within ``r`` of ``xv``
+    (the samples stored as bytes, read as :func:`core.streaming.samples.to_values` reads them).
 
     Every sample is counted, without ViBe's stop at ``matches``: the loop then has no branch and
     runs on vector instructions, and the answer is the same. Most pixels that reach this test
     are foreground and match no sample, where the stop saves nothing."""
     c = 0
     for s in range(samples.shape[1]):
-        c += abs(samples[row, s] - xv) < r
+        c += int(abs(np.float32(samples[row, s]) * _STEP - xv) < r)
     return c >= matches
 
 
@@ -108,7 +113,7 @@ def decide(
         (:meth:`core.streaming.decision.PixelDecision.half`) and the blink counts.
     gain : float32
         ``blink_gain``: the band and the samples' radius widen by ``1 + gain * v``; 0 = none.
-    samples : ndarray, shape (h * w, K), float32
+    samples : ndarray, shape (h * w, K), uint8
         The background samples (:class:`core.streaming.samples.SampleSet`).
     ready : bool
         Whether the samples are seeded (else nothing matches); False also without samples.
@@ -446,17 +451,24 @@ def write_samples(
 ) -> None:  # pragma: no cover - compiled
     """Write the due pixels' values into their samples, and the dynamic ones' into a neighbour's.
 
-    ``samples`` (h * w, K) float32 (written); ``x`` (h * w,) float32; ``due`` (nd,) and ``own``
+    ``samples`` (h * w, K) uint8 (written, as :func:`core.streaming.samples.to_bytes` stores
+    values); ``x`` (h * w,) float32; ``due`` (nd,) and ``own``
     (nd,): pixel ``due[i]`` replaces its sample ``own[i]``; ``spread`` (ns,), ``nbr_pick`` (ns,),
     ``nbr_own`` (ns,): pixel ``spread[i]`` replaces sample ``nbr_own[i]`` of its neighbour
     ``nbr[spread[i], nbr_pick[i]]``, in order (a later write wins, as numpy's fancy assignment).
     """
     for i in range(due.shape[0]):
         p = due[i]
-        samples[p, own[i]] = x[p]
+        samples[p, own[i]] = _byte(x[p])
     for i in range(spread.shape[0]):
         p = spread[i]
-        samples[nbr[p, nbr_pick[i]], nbr_own[i]] = x[p]
+        samples[nbr[p, nbr_pick[i]], nbr_own[i]] = _byte(x[p])
+
+
+@njit(cache=True, nogil=True)
+def _byte(v: np.float32) -> np.uint8:  # pragma: no cover - compiled
+    """A sample value as stored: :func:`core.streaming.samples.to_bytes` of one value."""
+    return np.uint8(min(max(v * _LEVELS + _HALF, _ZERO), _LEVELS))
 
 
 @njit(cache=True, nogil=True)
@@ -1498,7 +1510,7 @@ def match_outside(
 
     Parameters
     ----------
-    samples : ndarray, shape (h * w, K), float32
+    samples : ndarray, shape (h * w, K), uint8
         The background samples.
     x : ndarray, shape (h, w), float32
         The frame, intensity in [0, 1].
@@ -1686,7 +1698,7 @@ def warm() -> None:
         return
     f32, b = np.zeros(4, np.float32), np.zeros(4, bool)
     nbr = np.zeros((4, 8), np.intp)
-    samples = np.zeros((4, 2), np.float32)
+    samples = np.zeros((4, 2), np.uint8)
     one = np.float32(1)
     decide(f32, f32, f32, f32, one, samples, True, one, 1, one, nbr, one, one, b.copy(), b.copy())
     order = np.arange(4, dtype=np.int64)

@@ -78,7 +78,7 @@ class RefitReport:
     error : str or None
     rank : int
         Numerical rank of A (singular values above 1e-3 of the largest); 0 after a reset.
-    samples : ndarray, shape (m * n, K), float32, or None
+    samples : ndarray, shape (m * n, K), uint8 (as stored), or None
         Background samples from the window (:func:`core.streaming.samples.window_samples`), made
         by cold refits when asked for; None otherwise.
     """

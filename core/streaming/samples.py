@@ -43,6 +43,28 @@ _NEIGHBOURS = np.array([(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy
 #: 1,600-2,800 pixels: all in one gather costs 1.51 against 1.30 ms).
 #: docs/results.md, "Cameras per core".
 NEIGHBOUR_GATHER_ROWS = 4096
+#: A sample is kept as a byte, ``round(255 v)`` for a value ``v`` in [0, 1] (:func:`to_bytes`), and
+#: read back as ``byte * (1 / 255)`` in float32 (:func:`to_values`): a frame's own gray levels
+#: (``x = byte / 255``, as the model reads an 8-bit frame) come back to the bit, and any other
+#: value within half a gray level (0.002 of a match radius of 0.03). A quarter of float32's bytes,
+#: which matters after a 30-fps frame's wait, when the table (1.5 MB at 320 x 240 instead of 6) is
+#: out of the caches: docs/results.md, "Speed".
+LEVELS = np.float32(255)
+#: ``1 / LEVELS`` in float32, as the frame's values are made (``core.streaming.background``).
+STEP = np.float32(1 / 255)
+
+
+def to_bytes(v: np.ndarray) -> np.ndarray:
+    """Sample values (float32, any shape, intensity) as stored: ``uint8(clip(255 v + 0.5, 0, 255))``,
+    in float32 as :func:`core.streaming.kernels.write_samples` computes it."""
+    return np.clip(np.asarray(v, np.float32) * LEVELS + np.float32(0.5), np.float32(0), LEVELS).astype(np.uint8)
+
+
+def to_values(q: np.ndarray) -> np.ndarray:
+    """Stored samples (uint8, any shape) as values: ``float32(q) * STEP`` (float32, intensity)."""
+    return q.astype(np.float32) * STEP
+
+
 #: Frames whose random generators are made at once. ``default_rng((seed, t))`` made at each
 #: frame cost 0.14 ms of a 30-fps frame's CPU (its code cold after the wait); made 64 at a time,
 #: 0.02 ms a frame (docs/results.md, "Cameras per core").
@@ -118,12 +140,12 @@ def window_samples(
 
     Returns
     -------
-    ndarray, shape (m * n, k), float32
-        Sample ``s`` of each pixel comes from the window's frame ``N - k + s`` (the newest k)
-        when ``N >= k``, else from frame ``s mod N``.
+    ndarray, shape (m * n, k), uint8
+        As stored (:func:`to_bytes`). Sample ``s`` of each pixel comes from the window's frame
+        ``N - k + s`` (the newest k) when ``N >= k``, else from frame ``s mod N``.
     """
     N = X.shape[0]
-    out = np.empty((X.shape[1] * X.shape[2], k), np.float32)
+    out = np.empty((X.shape[1] * X.shape[2], k), np.uint8)
     flagged = np.abs(E) > e_cut
     if far is not None:
         flagged |= far
@@ -135,7 +157,7 @@ def window_samples(
         run |= fg
     for s in range(k):
         j = N - k + s if N >= k else s % N
-        out[:, s] = np.where(run[j], M, X[j]).ravel()
+        out[:, s] = to_bytes(np.where(run[j], M, X[j]).ravel())
     return out
 
 
@@ -150,8 +172,8 @@ class SampleSet:
 
     Attributes
     ----------
-    samples : ndarray, shape (h * w, K), float32
-        Intensity in [0, 1]; row p holds pixel p's samples (row-major pixel index).
+    samples : ndarray, shape (h * w, K), uint8
+        Row p holds pixel p's samples (row-major pixel index), as bytes (:func:`to_bytes`).
     ready : bool
         The samples were seeded (:meth:`seed`): before that, nothing matches and nothing is
         learnt.
@@ -169,7 +191,7 @@ class SampleSet:
         self.shape = shape
         self.params = params
         h, w = shape
-        self.samples = np.zeros((h * w, params.k), np.float32)
+        self.samples = np.zeros((h * w, params.k), np.uint8)
         self.ready = False
         # each pixel's update phase: pixel order[j] is due at frames t with t % period == j % period.
         # Kept split by j % (period / DYNAMIC_SPEEDUP), each part contiguous and in the order of j.
@@ -191,27 +213,41 @@ class SampleSet:
 
     # ----------------------------------------------------------------- checkpoints
     def state(self) -> dict[str, np.ndarray]:
-        """The learnt state as named arrays: ``samples`` (h * w, K) float32 and ``ready`` (); not copied."""
+        """The learnt state as named arrays: ``samples`` (h * w, K) uint8 and ``ready`` (); not copied."""
         return {"samples": self.samples, "ready": np.asarray(self.ready)}
 
     def load(self, state: dict[str, np.ndarray]) -> None:
-        """Take back what :meth:`state` gave.
+        """Take back what :meth:`state` gave (or a checkpoint's float32 samples, written before the
+        samples were kept as bytes: stored as :func:`to_bytes` makes them).
 
         Raises
         ------
         ValueError
-            If an array is missing, of another shape or non-finite.
+            If an array is missing, of another shape or dtype, or non-finite.
         """
-        samples = np.asarray(state["samples"], np.float32)
-        if samples.shape != self.samples.shape or not np.isfinite(samples).all():
-            raise ValueError(f"samples of shape {samples.shape} do not fit frames of {self.shape}")
-        self.samples, self.ready = samples.copy(), bool(state["ready"])
+        samples = self._stored(np.asarray(state["samples"]))
+        self.samples, self.ready = samples, bool(state["ready"])
 
     def seed(self, samples: np.ndarray) -> None:
-        """Start over from ``samples`` (h * w, K) float32 (:func:`window_samples`)."""
+        """Start over from ``samples`` (h * w, K): uint8 as stored (:func:`window_samples`), or
+        float32 values (stored as :func:`to_bytes` makes them).
+
+        Raises
+        ------
+        ValueError
+            If ``samples`` is of another shape or dtype, or non-finite.
+        """
+        self.samples, self.ready = self._stored(samples), True
+
+    def _stored(self, samples: np.ndarray) -> np.ndarray:
+        """A copy of ``samples`` as stored (uint8), checked (see :meth:`load`)."""
         if samples.shape != self.samples.shape:
             raise ValueError(f"samples of shape {samples.shape} do not fit frames of {self.shape}")
-        self.samples, self.ready = samples.copy(), True
+        if samples.dtype == np.uint8:
+            return samples.copy()
+        if samples.dtype.kind != "f" or not np.isfinite(samples).all():
+            raise ValueError(f"samples must be uint8 or finite floats, got {samples.dtype}")
+        return to_bytes(samples)
 
     # ----------------------------------------------------------------- consensus
     def match(self, x: np.ndarray, candidates: np.ndarray, widen: np.ndarray | None, dynamic: np.ndarray) -> np.ndarray:
@@ -338,7 +374,7 @@ class SampleSet:
 
     def _count(self, idx: np.ndarray, xv: np.ndarray, r: np.ndarray) -> np.ndarray:
         """Samples of pixels ``idx`` (n,) within ``r`` ((n, 1) or (1, 1)) of ``xv`` (n, 1): int32 (n,)."""
-        d = np.take(self.samples, idx, axis=0)  # a new array, as self.samples[idx], and faster
+        d = to_values(np.take(self.samples, idx, axis=0))  # np.take: as self.samples[idx], and faster
         d -= xv
         np.abs(d, out=d)
         # a row sum of bytes by OpenCV: 3x faster than count_nonzero(axis=1), and faster than
@@ -388,12 +424,12 @@ class SampleSet:
         # (made by zeros or copy), so the flat array is a view and the writes land in them.
         assert self.samples.flags.c_contiguous
         flat = self.samples.reshape(-1)
-        flat[due * p.k + rng.integers(0, p.k, due.size)] = xf[due]
+        flat[due * p.k + rng.integers(0, p.k, due.size)] = to_bytes(xf[due])
         spread = due[dyn]
         if spread.size:
             n_nbr = self.nbr.shape[1]
             q = self.nbr.reshape(-1)[spread * n_nbr + rng.integers(0, n_nbr, spread.size)]
-            flat[q * p.k + rng.integers(0, p.k, spread.size)] = xf[spread]
+            flat[q * p.k + rng.integers(0, p.k, spread.size)] = to_bytes(xf[spread])
 
     def _update_compiled(
         self, xf: np.ndarray, learn: np.ndarray, dynamic: np.ndarray, t: int, order: np.ndarray
@@ -445,12 +481,15 @@ class SampleSet:
         rng = np.random.default_rng((self.params.seed, t, 1))
         pick = rng.integers(0, n_nbr + 1, (idx.size, k))  # n_nbr: the pixel itself
         nbr = np.concatenate([self.nbr[idx], idx[:, None]], axis=1)
-        self.samples[idx] = x.ravel()[np.take_along_axis(nbr, pick, axis=1)]
+        self.samples[idx] = to_bytes(x.ravel()[np.take_along_axis(nbr, pick, axis=1)])
 
     def map_light(self, gain: float, offset: float) -> None:
-        """Bring the samples to a new light: ``s -> gain * s + offset`` (:mod:`core.streaming.light`)."""
-        self.samples *= np.float32(gain)
-        self.samples += np.float32(offset)
+        """Bring the samples to a new light: ``s -> gain * s + offset`` (:mod:`core.streaming.light`),
+        stored again as bytes."""
+        values = to_values(self.samples)
+        values *= np.float32(gain)
+        values += np.float32(offset)
+        self.samples = to_bytes(values)
 
 
 def flat(a: np.ndarray) -> np.ndarray:

@@ -9,6 +9,8 @@ from core.streaming.samples import (
     RNG_BLOCK,
     SampleParams,
     SampleSet,
+    to_bytes,
+    to_values,
     window_samples,
 )
 
@@ -63,7 +65,9 @@ def test_the_count_holds_up_to_255_samples_and_more_are_refused():
 def test_a_dynamic_pixel_matches_a_neighbours_samples_and_a_still_one_does_not():
     shape = (5, 5)
     s = seeded(shape, [0.2] * 10)
-    s.samples[np.ravel_multi_index((2, 3), shape)] = 0.8  # the swaying edge: the neighbour shows 0.8
+    s.samples[np.ravel_multi_index((2, 3), shape)] = to_bytes(
+        np.float32(0.8)
+    )  # the swaying edge: the neighbour shows 0.8
     x = np.full(shape, 0.2, np.float32)
     x[2, 2] = 0.8  # the centre now shows what its right neighbour's background is
     cand = np.zeros(shape, bool)
@@ -91,7 +95,9 @@ def reference_match(s, x, candidates, widen, dynamic):
         near = [(i, j)]
         if dynamic[i, j]:
             near += [(min(max(i + dy, 0), h - 1), min(max(j + dx, 0), w - 1)) for dy, dx in NEIGHBOURS]
-        out[i, j] = any(np.count_nonzero(np.abs(s.samples[a * w + b] - x[i, j]) < r) >= p.matches for a, b in near)
+        out[i, j] = any(
+            np.count_nonzero(np.abs(to_values(s.samples[a * w + b]) - x[i, j]) < r) >= p.matches for a, b in near
+        )
     return out
 
 
@@ -139,7 +145,7 @@ def test_update_is_conservative_and_follows_the_period():
     x = np.full(shape, 1.0, np.float32)
     for t in range(period):
         s.update(x, learn, still, t)
-    written = (s.samples == 1.0).sum(axis=1).reshape(shape)
+    written = (s.samples == 255).sum(axis=1).reshape(shape)
     assert (written[:8] == 0).all()  # never learnt under the mask
     # one period: each still pixel has had exactly one turn, one sample replaced
     assert (written[8:] == 1).all()
@@ -153,7 +159,7 @@ def test_a_dynamic_pixel_is_updated_four_times_as_often_and_feeds_its_neighbours
     x = np.full(shape, 1.0, np.float32)
     for t in range(period):
         s.update(x, np.ones(shape, bool), dynamic, t)
-    own = (s.samples == 1.0).sum(axis=1).reshape(shape)
+    own = (s.samples == 255).sum(axis=1).reshape(shape)
     # inside the dynamic block, DYNAMIC_SPEEDUP turns each, plus what neighbours wrote (K = 50:
     # a slot is rarely drawn twice)
     assert own[6:10, 6:10].mean() > DYNAMIC_SPEEDUP
@@ -202,11 +208,11 @@ def reference_update(samples, x, learn, dynamic, t, p):
     due = order[t % fast :: fast]
     due = due[turn[due]]
     rng = np.random.default_rng((p.seed, t))
-    samples[due, rng.integers(0, p.k, due.size)] = x.ravel()[due]
+    samples[due, rng.integers(0, p.k, due.size)] = to_bytes(x.ravel()[due])
     spread = due[dynamic.ravel()[due]]
     if spread.size:
         q = nbr[spread, rng.integers(0, len(offsets), spread.size)]
-        samples[q, rng.integers(0, p.k, spread.size)] = x.ravel()[spread]
+        samples[q, rng.integers(0, p.k, spread.size)] = to_bytes(x.ravel()[spread])
 
 
 def test_the_update_agrees_element_by_element_with_the_rule_written_plainly():
@@ -237,22 +243,43 @@ def test_window_samples_keeps_flicker_and_replaces_runs_by_M():
     E[2:4, 0, 1] = 0.5  # pixel (0, 1): flagged in entries 2 and 3 (an object staying): M
     E[0, 0, 2] = E[2, 0, 2] = 0.5  # pixel (0, 2): flagged in 0 and 2, not in a row: kept
     out = window_samples(X, M, E, e_cut=0.1, k=N)
+    assert out.dtype == np.uint8
     p = np.arange(m * n).reshape(m, n)
-    np.testing.assert_allclose(out[p[0, 0]], X[:, 0, 0])
-    np.testing.assert_allclose(out[p[0, 1]], [0.1, 0.2, 0.05, 0.05, 0.5, 0.6])
-    np.testing.assert_allclose(out[p[0, 2]], X[:, 0, 2])
+    np.testing.assert_array_equal(out[p[0, 0]], to_bytes(X[:, 0, 0]))
+    np.testing.assert_array_equal(out[p[0, 1]], to_bytes(np.float32([0.1, 0.2, 0.05, 0.05, 0.5, 0.6])))
+    np.testing.assert_array_equal(out[p[0, 2]], to_bytes(X[:, 0, 2]))
     # K < N: the newest K entries; K > N: the entries again, oldest first
-    np.testing.assert_allclose(window_samples(X, M, E, 0.1, 2)[p[1, 1]], [0.5, 0.6])
-    np.testing.assert_allclose(window_samples(X, M, E, 0.1, 8)[p[1, 1]], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.1, 0.2])
+    np.testing.assert_array_equal(window_samples(X, M, E, 0.1, 2)[p[1, 1]], to_bytes(np.float32([0.5, 0.6])))
+    every = np.float32([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.1, 0.2])
+    np.testing.assert_array_equal(window_samples(X, M, E, 0.1, 8)[p[1, 1]], to_bytes(every))
+
+
+def test_samples_are_stored_as_bytes_and_a_frames_own_levels_come_back_to_the_bit():
+    # the model's frames are byte / 255 in float32 (core.streaming.background): stored and read
+    # back, each of the 256 levels is the same float32; any value within half a level of itself
+    levels = np.arange(256, dtype=np.uint8)
+    frame = np.multiply(levels, np.float32(1 / 255), dtype=np.float32)
+    np.testing.assert_array_equal(to_bytes(frame), levels)
+    np.testing.assert_array_equal(to_values(to_bytes(frame)), frame)
+    v = np.random.default_rng(3).random(10_000, dtype=np.float32)
+    assert np.abs(to_values(to_bytes(v)) - v).max() <= 0.5 / 255 + 1e-7
+    np.testing.assert_array_equal(to_bytes(np.float32([-0.2, 1.3])), [0, 255])  # clipped
+    # a checkpoint written when the samples were float32 restores, stored as bytes
+    s = SampleSet((2, 2), SampleParams(k=2))
+    s.load({"samples": np.full((4, 2), 0.2, np.float32), "ready": np.asarray(True)})
+    assert s.ready and s.samples.dtype == np.uint8 and (s.samples == 51).all()
 
 
 def test_light_mapping_and_refused_state():
     s = seeded((2, 2), [0.5, 0.25])
     s.map_light(0.6, 0.02)
-    np.testing.assert_allclose(s.samples, np.tile([0.32, 0.17], (4, 1)), rtol=1e-6)
+    # stored as bytes: within a gray level of 0.6 * (0.5, 0.25) + 0.02 (each end rounds by half of one)
+    np.testing.assert_allclose(to_values(s.samples), np.tile([0.32, 0.17], (4, 1)), atol=1 / 255)
     with pytest.raises(ValueError, match="do not fit"):
         s.load({"samples": np.zeros((3, 2), np.float32), "ready": np.asarray(True)})
-    with pytest.raises(ValueError, match="do not fit"):
+    with pytest.raises(ValueError, match="uint8 or finite floats"):
+        s.load({"samples": np.zeros((4, 2), np.int16), "ready": np.asarray(True)})
+    with pytest.raises(ValueError, match="finite"):
         s.load({"samples": np.full((4, 2), np.nan, np.float32), "ready": np.asarray(True)})
     with pytest.raises(ValueError, match="do not fit"):
         s.seed(np.zeros((4, 3), np.float32))
