@@ -14,7 +14,8 @@ frames). Instead, each frame:
 2. The fit is taken as a change of light when ``|gain - 1|`` exceeds ``min_gain_change`` and it
    explains the frame: on those pixels, the share outside their band falls at least two-fold
    under ``gain * bg + offset`` from what it is under ``bg`` plus the frame's median offset (what
-   the model would judge the frame against without this rule). Camera jitter misaligns frame and
+   the model would judge the frame against without this rule), and by at least
+   :data:`MIN_EXPLAINED` of them. Camera jitter misaligns frame and
    background, which pulls a least-squares slope towards 0, but such a fit explains nothing, so
    it is not taken.
 3. The model's memory is mapped (:func:`map_state`, and each part's own mapping): every window
@@ -37,6 +38,11 @@ from core.streaming.median import median
 MIN_PIXELS = 64
 #: About this many pixels are sampled for the fit, whatever the frame's size.
 SAMPLED_PIXELS = 2000
+#: Least share of the sampled background pixels that a fit must bring back into their band. A
+#: change of light moves much of the frame out of its band at once; a fit that explains fewer
+#: pixels is a drift the bands and the frame's offset already follow (a camera's exposure easing
+#: over some frames), and mapping the model's whole memory for it costs more than it saves.
+MIN_EXPLAINED = 0.05
 
 
 @dataclass(frozen=True)
@@ -178,7 +184,7 @@ def detect_light_change(
         None when the mean brightness of the background pixels moved by less than half of
         ``min_gain_change`` (relative), the gain is within ``min_gain_change`` of 1, too few
         background pixels were seen, or the fit does not halve the share of pixels outside their
-        band.
+        band or brings fewer than :data:`MIN_EXPLAINED` of them back into it.
     """
     if step is None:
         step = sample_step(x.shape)
@@ -198,7 +204,7 @@ def detect_light_change(
     hs = half if np.ndim(half) == 0 else np.asarray(half)[::step, ::step][keep]
     before = float(np.mean(np.abs(xs - bs - median(xs - bs)) > hs))
     after = float(np.mean(np.abs(xs - (np.float32(gain) * bs + np.float32(offset))) > hs))
-    if not after * 2 <= before:
+    if not (after * 2 <= before and before - after >= MIN_EXPLAINED):
         return None
     return LightChange(gain, offset, before, after)
 
