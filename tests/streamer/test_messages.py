@@ -31,9 +31,13 @@ CROSSING, LIGHT_AT = (40, 150), 240
 
 
 def write_scene(path):
-    """A 320 x 240 MJPG video at 30 fps: a textured background, a box crossing, then a change of light."""
+    """A 320 x 240 MJPG video at 30 fps: a textured ramp, a box crossing, then a change of light."""
     rng = np.random.default_rng(0)
-    bg = cv2.GaussianBlur(rng.integers(40, 200, (240, 320)).astype(np.uint8), (9, 9), 3)
+    # a left-to-right ramp of 30-230 under a fine texture: a gain of 0.8 moves the bright and the
+    # dark ends out of their bands by more than the frame's median offset can take back, as a
+    # change of light the rule must take does (core.streaming.light.MIN_EXPLAINED)
+    texture = cv2.GaussianBlur(rng.integers(0, 40, (240, 320)).astype(np.uint8), (9, 9), 3).astype(np.float32)
+    bg = np.clip(np.linspace(30, 210, 320, dtype=np.float32)[None, :] + texture, 0, 255).astype(np.uint8)
     out = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 30.0, (320, 240))
     for t in range(N_FRAMES):
         frame = bg.astype(np.float32)
