@@ -61,13 +61,12 @@ from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from core.solver import fused
+from core.streaming.samples import LEVELS as _LEVELS
+from core.streaming.samples import STEP as _STEP
 
 _ONE = np.float32(1.0)
 _ZERO = np.float32(0.0)
 _HALF = np.float32(0.5)
-#: The samples' bytes: :data:`core.streaming.samples.LEVELS` and :data:`core.streaming.samples.STEP`.
-_LEVELS = np.float32(255)
-_STEP = np.float32(1 / 255)
 
 
 @njit(cache=True, nogil=True)
