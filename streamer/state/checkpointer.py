@@ -3,13 +3,17 @@
 The arrays are the model's checkpoint (:mod:`core.streaming.snapshot`) plus the worker's camera
 and sequence position; the file is written atomically (:mod:`streamer.state.checkpoint`). A periodic
 write runs on a thread so that no frame waits for the disk, and is skipped while the previous
-one is still being written (docs/design.md, "Checkpoints").
+one is still being written. The first periodic checkpoint comes at a random point of the second
+half of the interval, so that the workers of cameras started together (a machine's boot, a
+fleet's restart) do not all copy their state at the same moment, every interval after
+(docs/design.md, "Checkpoints").
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
@@ -22,6 +26,10 @@ if TYPE_CHECKING:
     from streamer.motion.events import EventDetector
     from streamer.ops.metrics import WorkerMetrics
     from streamer.wire.protocol import SequenceTracker
+
+
+#: The first periodic checkpoint comes after at least this fraction of the interval.
+FIRST_AFTER = 0.5
 
 
 class Checkpointable(Protocol):
@@ -43,7 +51,7 @@ class Checkpointer:
     path : str
         ``<state_dir>/<camera>.npz``.
     interval_s : float
-        Seconds between periodic checkpoints.
+        Seconds between periodic checkpoints; the first comes after 0.5-1 times it (at random).
     camera : str
     metrics : streamer.ops.metrics.WorkerMetrics
     log : logging.Logger
@@ -65,7 +73,14 @@ class Checkpointer:
         self.events = events
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
         self._pending: Future[None] | None = None
-        self._next = time.monotonic() + interval_s
+        # the first at a random point of the interval's second half: the phase that spreads a
+        # fleet's checkpoints (each copies the model's state on its frame thread)
+        self._next = time.monotonic() + interval_s * (FIRST_AFTER + (1 - FIRST_AFTER) * random.random())
+
+    @property
+    def due_at(self) -> float:
+        """When the next periodic checkpoint is due, seconds on ``time.monotonic()``'s clock."""
+        return self._next
 
     def restore(self, model: Checkpointable, tracker: SequenceTracker) -> Optional[str]:
         """Resume ``model`` and ``tracker`` from the file; the outcome label, or None without a file.
