@@ -57,8 +57,11 @@ import threading
 from typing import IO, Any
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
 from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
 
 from core.solver import fused
 from core.streaming.samples import LEVELS as _LEVELS
@@ -67,6 +70,38 @@ from core.streaming.samples import STEP as _STEP
 _ONE = np.float32(1.0)
 _ZERO = np.float32(0.0)
 _HALF = np.float32(0.5)
+#: How far ahead scattered reads are prefetched (:func:`_prefetch`): pixels of a list
+#: (:func:`due_pixels`), and words of eight candidates (:func:`decide`'s consensus).
+_AHEAD = 32
+_AHEAD_WORDS = 16
+#: A cache line, bytes: the samples' rows one prefetch brings.
+_LINE = 64
+
+
+def _prefetch_typer(typingctx, arr, index):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """:func:`_prefetch`'s signature and code: ask the CPU to bring element ``index`` of the
+    C-contiguous 1-d or 2-d array ``arr`` (for 2-d, the first item of row ``index``) into the
+    caches (LLVM's ``llvm.prefetch``: a read, kept in every level). A hint: it changes no value."""
+    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        aty = sig.args[0]
+        a = context.make_array(aty)(context, builder, args[0])
+        idx = context.cast(builder, args[1], sig.args[1], types.intp)
+        stride = builder.extract_value(a.strides, 0)
+        ptr = builder.gep(builder.bitcast(a.data, cgutils.voidptr_t), [builder.mul(idx, stride)])
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, i32, i32, i32])
+        fn = builder.module.declare_intrinsic("llvm.prefetch", [cgutils.voidptr_t], fnty)
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, index), codegen
+
+
+#: ``_prefetch(arr, index)`` in a compiled function: :func:`_prefetch_typer`.
+_prefetch: Any = intrinsic(_prefetch_typer)
 
 
 @njit(cache=True, nogil=True)
@@ -150,20 +185,33 @@ def decide(
         shadowed += in_ratio & out
     if not ready:
         return shadowed
-    for i in range(n):
-        if not cand[i]:
+    # the candidates eight at a time (most words are empty); the samples' rows of the candidates
+    # a few words ahead are prefetched: after a paced frame's wait the table is out of the caches,
+    # and these rows, scattered, are too far apart for the hardware to guess
+    c64 = cand[: n - n % 8].view(np.uint64)
+    full = c64.shape[0]
+    rows_per_line = max(1, _LINE // samples.shape[1])
+    for k in range((n + 7) // 8):
+        ahead = k + _AHEAD_WORDS
+        if ahead < full and c64[ahead] != 0:
+            for q in range(ahead * 8, ahead * 8 + 8, rows_per_line):
+                _prefetch(samples, q)
+        if k < full and c64[k] == 0:
             continue
-        xi = x[i]
-        r = radius * (v[i] * gain + _ONE) if gain != _ZERO else radius
-        if _matched(samples, i, xi, r, matches):
-            cand[i] = False
-        elif v[i] > dynamic_blink:
-            for j in range(nbr.shape[1]):
-                if _matched(samples, nbr[i, j], xi, r, matches):
-                    cand[i] = False
-                    break
-        if not cand[i] and ratio[i]:
-            shadowed -= 1
+        for i in range(k * 8, min(k * 8 + 8, n)):
+            if not cand[i]:
+                continue
+            xi = x[i]
+            r = radius * (v[i] * gain + _ONE) if gain != _ZERO else radius
+            if _matched(samples, i, xi, r, matches):
+                cand[i] = False
+            elif v[i] > dynamic_blink:
+                for j in range(nbr.shape[1]):
+                    if _matched(samples, nbr[i, j], xi, r, matches):
+                        cand[i] = False
+                        break
+            if not cand[i] and ratio[i]:
+                shadowed -= 1
     return shadowed
 
 
@@ -420,7 +468,10 @@ def due_pixels(
     nd = 0
     ns = 0
     phase = start  # the next position due whatever its dynamics (no division per pixel)
-    for j in range(order.shape[0]):
+    m = order.shape[0]
+    for j in range(m):
+        if j + _AHEAD < m:
+            _prefetch(learn, order[j + _AHEAD])
         on_phase = j == phase
         if on_phase:
             phase += step

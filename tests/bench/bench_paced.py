@@ -2,7 +2,7 @@
 
 Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_paced.py [--sizes 40x30 160x120 320x240]
 [--steps] [--before spin|memory|model] [--set KNOB=VALUE ...] [--versus KNOB=VALUE ...] [--kernels]
-[--video PATH] [--frames 750]``.
+[--kernels-against FILE [--back-to-back]] [--video PATH] [--frames 750]``.
 
 For each size, the motorway video (``../shared/data/video/motorway_320x240.avi``, 748 frames; or
 ``--video``, a video file or a CDnet sequence's directory, its first ``--frames`` frames)
@@ -30,6 +30,12 @@ With ``--kernels``, each size first replays the compiled kernels' calls of one f
 with copies of their arguments, :func:`kernel_calls`) 300 times back to back and 300 times paced
 at 30 fps (:func:`replay_ms`): what the kernels alone cost, without the interpreter between them.
 
+With ``--kernels-against FILE`` (another version of ``core/streaming/kernels.py``, e.g. from
+``git show REV:core/streaming/kernels.py``), the same recorded calls are replayed instead with
+this checkout's kernels and with that file's, alternately, 400 rounds each, paced (or back to back
+with ``--back-to-back``) (:func:`against_ms`): what a change inside the kernels costs or saves,
+in one process.
+
 With ``--steps``, the paced run also times the model's steps (:data:`STEPS`, each wrapped in a
 timer of the thread's CPU time) and prints each one's median and mean per frame over the same
 frames: where a 30-fps frame's time goes. The timers add a little to the frame's own figure.
@@ -38,10 +44,12 @@ frames: where a 30-fps frame's time goes. The timers add a little to the frame's
 import argparse
 import collections
 import dataclasses
+import importlib.util
 import pathlib
 import sys
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import cv2
 import numpy as np
@@ -201,7 +209,7 @@ def versus_ms(frames: list[np.ndarray], knobs: dict, changed: dict) -> tuple[tup
     return (float(np.median(a)), float(a.mean())), (float(np.median(b)), float(b.mean()))
 
 
-def kernel_calls(frames: list[np.ndarray], knobs: dict) -> list[tuple[str, object, list]]:
+def kernel_calls(frames: list[np.ndarray], knobs: dict) -> list[tuple[str, Any, list]]:
     """``--kernels``: the compiled kernels' calls of one frame, with copies of their arguments: a
     model at ``knobs`` fed ``frames`` back to back until its frame at index ``WARMUP + 1``, whose
     calls are recorded (a frame the ghost test judges when that index is a multiple of its period)."""
@@ -210,7 +218,7 @@ def kernel_calls(frames: list[np.ndarray], knobs: dict) -> list[tuple[str, objec
         model.process(frame)
     names = [n for n in dir(kernels) if hasattr(getattr(kernels, n), "py_func")]
     originals = {n: getattr(kernels, n) for n in names}
-    calls: list[tuple[str, object, list]] = []
+    calls: list[tuple[str, Any, list]] = []
 
     def recorder(name):
         def call(*args):
@@ -229,7 +237,7 @@ def kernel_calls(frames: list[np.ndarray], knobs: dict) -> list[tuple[str, objec
     return calls
 
 
-def replay_ms(calls: list[tuple[str, object, list]], paced: bool, rounds: int = 300) -> dict[str, float]:
+def replay_ms(calls: list[tuple[str, Any, list]], paced: bool, rounds: int = 300) -> dict[str, float]:
     """The median CPU time of each recorded kernel call over ``rounds`` replays of the frame's
     calls in order, and of the whole replay (``"all"``), ms; each replay after a wait of 1/30 s
     when ``paced``."""
@@ -244,6 +252,48 @@ def replay_ms(calls: list[tuple[str, object, list]], paced: bool, rounds: int = 
             spent[f"{k:2d} {name}"].append(time.thread_time() - c)
         spent["all"].append(time.thread_time() - start)
     return {name: 1e3 * float(np.median(t)) for name, t in spent.items()}
+
+
+def load_kernels(path: pathlib.Path) -> object:
+    """Another version of the kernels' module, from ``path``, as module ``kernels_against`` (its
+    compiled code cached by numba as this checkout's is)."""
+    spec = importlib.util.spec_from_file_location("kernels_against", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["kernels_against"] = module  # numba's cache finds a function's module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def against_ms(
+    calls: list[tuple[str, Any, list]], other: object, paced: bool, rounds: int = 400
+) -> dict[str, tuple[float, float]]:
+    """The median CPU time of each recorded call and of the whole replay (``"all"``), ms, with this
+    checkout's kernels and with ``other``'s same-named ones: (this, other). The two replays
+    alternate, their order swapped every round, each after a wait of 1/30 s when ``paced``."""
+    theirs = [(name, getattr(other, name), args) for name, _, args in calls]
+    for _, kernel, args in theirs:  # compiled (or loaded) before anything is timed
+        kernel(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    spent: dict[str, dict[str, list[float]]] = {
+        "this": collections.defaultdict(list),
+        "other": collections.defaultdict(list),
+    }
+    for r in range(rounds):
+        order = (("this", calls), ("other", theirs))
+        for tag, replay in order if r % 2 == 0 else order[::-1]:
+            if paced:
+                time.sleep(1 / FPS)
+            start = time.thread_time()
+            for k, (name, kernel, args) in enumerate(replay):
+                c = time.thread_time()
+                kernel(*args)
+                spent[tag][f"{k:2d} {name}"].append(time.thread_time() - c)
+            spent[tag]["all"].append(time.thread_time() - start)
+    return {
+        name: (1e3 * float(np.median(spent["this"][name])), 1e3 * float(np.median(spent["other"][name])))
+        for name in spent["this"]
+    }
 
 
 def timed(step, name: str, spent: collections.Counter):
@@ -279,6 +329,8 @@ def main() -> None:
     ap.add_argument(
         "--kernels", action="store_true", help="replay one frame's compiled kernel calls, paced and back to back"
     )
+    ap.add_argument("--kernels-against", metavar="FILE", help="replay them with this kernels.py too, alternately")
+    ap.add_argument("--back-to-back", action="store_true", help="with --kernels-against: no wait between replays")
     args = ap.parse_args()
     kernels.warm()  # compiled into numba's cache before anything is timed: workers load them
     knobs = {k: value(v) for k, v in (s.split("=", 1) for s in args.set)}
@@ -287,6 +339,17 @@ def main() -> None:
     for size in args.sizes:
         w, h = (int(v) for v in size.split("x"))
         frames = [cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in video]
+        if args.kernels_against:
+            other = load_kernels(pathlib.Path(args.kernels_against))
+            both = against_ms(kernel_calls(frames, knobs), other, not args.back_to_back)
+            how = "back to back" if args.back_to_back else "paced at 30 fps"
+            print(
+                f"{size}: frame {WARMUP + 1}'s kernel calls replayed {how}, ms (median): "
+                f"this checkout / {args.kernels_against}"
+            )
+            for name, (a, b) in both.items():
+                print(f"  {name:22s} {a:.3f} / {b:.3f}  ({b - a:+.3f})")
+            continue
         if args.kernels:
             calls = kernel_calls(frames, knobs)
             tight_k, paced_k = replay_ms(calls, False), replay_ms(calls, True)
