@@ -1,7 +1,7 @@
 """A fleet soak (issue 46): N cameras for a long run, one worker killed with SIGKILL every few minutes.
 
 Run: ``python tests/bench/bench_fleet_soak.py [--cameras 4] [--size 320x240] [--minutes 30]
-[--kill-every 5] [--json FILE]``.
+[--kill-every 5] [--json FILE] [--config FILE]``.
 
 N pairs of ``kdrsdl capture`` (the motorway video resized to ``--size``, looping at 30 fps, live)
 and ``kdrsdl worker`` (each with a state directory, checkpointing every 60 s), each camera on its
@@ -56,7 +56,7 @@ WARMUP_S = 120
 class Camera:
     """One camera's worker (restartable) and capture, and what its masks showed."""
 
-    def __init__(self, i, path, tmp):
+    def __init__(self, i, path, tmp, config=()):
         self.name, self.tmp = f"c{i}", tmp
         self.frames, self.masks = f"ipc://{tmp}/f{i}", f"ipc://{tmp}/m{i}"
         self.state = pathlib.Path(tmp) / f"state{i}"
@@ -69,18 +69,19 @@ class Camera:
         self.counters = {"lost": 0.0, "dropped": 0.0}
         self.at_start = None  # the counters at the end of the fleet's start (WARMUP_S)
         self.worker = self.capture = None
+        self.config = config  # ("--config", FILE) for the worker and the capture, or ()
         self.start_worker(0.0)
 
     def start_capture(self, path):
         """Start the camera's capture, once its worker serves its metrics."""
         wait_for(lambda: scrape(self.port), 60, f"worker {self.name}'s metrics")
         self.capture = kdrsdl("capture", "--camera", self.name, "--source", path, "--loop", "--live", "--fps", 30,
-                              "--frames-endpoint", self.frames, bare=True)  # fmt: skip
+                              "--frames-endpoint", self.frames, *self.config, bare=True)  # fmt: skip
 
     def start_worker(self, t):
         self.worker = kdrsdl("worker", "--camera", self.name, "--frames-endpoint", self.frames,
                              "--masks-endpoint", self.masks, "--metrics-port", self.port, "--state-dir", self.state,
-                             "--checkpoint-interval", 60, bare=True)  # fmt: skip
+                             "--checkpoint-interval", 60, *self.config, bare=True)  # fmt: skip
         self.lives.append({"pid": self.worker.pid, "t0": t, "rss": [], "first_mask_s": None, "first_start": None})
 
     def add_counters(self):
@@ -127,6 +128,7 @@ def main():
     ap.add_argument("--minutes", type=float, default=30)
     ap.add_argument("--kill-every", type=float, default=5, help="minutes between kills (default %(default)s)")
     ap.add_argument("--json", help="write the figures as JSON")
+    ap.add_argument("--config", help="TOML file for every capture and worker (e.g. [worker] backlog)")
     args = ap.parse_args()
     kernels.warm()  # compiled into numba's cache before anything is timed: workers load them
     if not VIDEO.exists():
@@ -135,7 +137,8 @@ def main():
     path, _ = make_input(args.size, tmp)
     # every worker first, then the captures: the workers' own start (imports, kernels, the first
     # frames on the numpy reference) is a burst of CPU that would make the first cameras drop frames
-    cams = [Camera(i, path, tmp) for i in range(args.cameras)]
+    config = ("--config", args.config) if args.config else ()
+    cams = [Camera(i, path, tmp, config) for i in range(args.cameras)]
     for c in cams:
         c.start_capture(path)
     sub = zmq.Context.instance().socket(zmq.SUB)
