@@ -243,15 +243,21 @@ def replay_ms(calls: list[tuple[str, Any, list]], paced: bool, rounds: int = 300
     when ``paced``."""
     spent: dict[str, list[float]] = collections.defaultdict(list)
     for _ in range(rounds):
-        if paced:
-            time.sleep(1 / FPS)
-        start = time.thread_time()
-        for k, (name, kernel, args) in enumerate(calls):
-            c = time.thread_time()
-            kernel(*args)
-            spent[f"{k:2d} {name}"].append(time.thread_time() - c)
-        spent["all"].append(time.thread_time() - start)
+        replay_once(calls, paced, spent)
     return {name: 1e3 * float(np.median(t)) for name, t in spent.items()}
+
+
+def replay_once(calls: list[tuple[str, Any, list]], paced: bool, spent: dict[str, list[float]]) -> None:
+    """Replay the recorded calls once, in order, after a wait of 1/30 s when ``paced``: each
+    call's CPU time (s) appended to ``spent["k name"]``, the whole replay's to ``spent["all"]``."""
+    if paced:
+        time.sleep(1 / FPS)
+    start = time.thread_time()
+    for k, (name, kernel, args) in enumerate(calls):
+        c = time.thread_time()
+        kernel(*args)
+        spent[f"{k:2d} {name}"].append(time.thread_time() - c)
+    spent["all"].append(time.thread_time() - start)
 
 
 def load_kernels(path: pathlib.Path) -> object:
@@ -282,14 +288,7 @@ def against_ms(
     for r in range(rounds):
         order = (("this", calls), ("other", theirs))
         for tag, replay in order if r % 2 == 0 else order[::-1]:
-            if paced:
-                time.sleep(1 / FPS)
-            start = time.thread_time()
-            for k, (name, kernel, args) in enumerate(replay):
-                c = time.thread_time()
-                kernel(*args)
-                spent[tag][f"{k:2d} {name}"].append(time.thread_time() - c)
-            spent[tag]["all"].append(time.thread_time() - start)
+            replay_once(replay, paced, spent[tag])
     return {
         name: (1e3 * float(np.median(spent["this"][name])), 1e3 * float(np.median(spent["other"][name])))
         for name in spent["this"]
