@@ -540,6 +540,8 @@ class KDRSDLBackgroundSubtractor:
             elif self._state is not None and p.update_blend > 0:
                 if self._ghosts is not None:  # a blob that looks like a ghost is not kept out of the window
                     under = under & self._ghosts.clear
+                if not p.blend_dynamic and self._decider is not None:  # a moving background enters as it is
+                    under = under & ~self._decider.dynamic
                 w = np.float32(p.update_blend)
                 learnt = np.where(under, w * bg + (1 - w) * x, x).astype(np.float32)
         self._sync_refit = None

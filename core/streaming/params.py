@@ -481,6 +481,12 @@ class BackgroundParams:
         1,
     )
     update_margin: int = knob(5, "Side of the dilation of the mask for update_blend.", "pixels", 0, 51)
+    blend_dynamic: bool = knob(
+        False,
+        "update_blend applies to the dynamic pixels under the dilated mask too. By default a pixel "
+        "whose background moves (blink count above dynamic_blink) enters the window as the frame "
+        'shows it, so that the refits\' spread learns that motion (docs/algorithm.md, "Learning").',
+    )
     warmup_entries: int = knob(
         16,
         "The window's first entries (one every window_stride frames) enter as the frame shows them "

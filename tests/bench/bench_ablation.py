@@ -37,6 +37,7 @@ VARIANTS = {
     "no E exclusion in the spread": {"e_cut": 1.0},
     "no still cut (E alone decides the spread at still pixels)": {"still_cut": False},
     "no conditional update": {"update_blend": 0.0},
+    "dynamic pixels blended too": {"blend_dynamic": True},
     "spatial tolerance 3 where the blink count exceeds 0.5 (v2's default)": {"tolerance": 3},
     "spatial tolerance 3 at every pixel": {"tolerance": 3, "tolerance_blink": 0.0},
     "no blink feedback": {"blink_gain": 0.0},
