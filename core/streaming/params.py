@@ -485,7 +485,7 @@ class BackgroundParams:
         False,
         "update_blend applies to the dynamic pixels under the dilated mask too. By default a pixel "
         "whose background moves (blink count above dynamic_blink) enters the window as the frame "
-        'shows it, so that the refits\' spread learns that motion (docs/algorithm.md, "Learning").',
+        'shows it, so that the refits\' spread learns that motion (docs/algorithm.md, "The streaming model").',
     )
     warmup_entries: int = knob(
         16,
