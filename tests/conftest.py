@@ -33,6 +33,36 @@ def need(path):
     return path
 
 
+def cdnet_counts(name, first_scored=0, last_scored=None, **knobs):
+    """The default model (``knobs`` changed) over a CDnet sequence under ../shared, fed every frame
+    from its first input to ``last_scored``: (tp, fp, fn) summed over its scored frames numbered
+    ``first_scored``-``last_scored`` (CDnet's labels; outside the ROI and unknown not counted).
+    Call it from a test marked ``shared_data``: it skips without the data (:func:`need`)."""
+    import numpy as np
+
+    from core.evaluation.metrics import cdnet_labels
+    from core.streaming.background import KDRSDLBackgroundSubtractor
+    from streamer.evaluation.cdnet import find_sequences
+    from streamer.evaluation.protocols import scored_labels
+
+    seq = next(q for q in find_sequences(need(CDNET / name)) if q.name == name)
+    scored = [f for f in seq.scored_frames() if last_scored is None or f <= last_scored]
+    X = seq.frames(seq.first_input, scored[-1])
+    G = scored_labels(seq, scored, X.shape[1:])
+    sub = KDRSDLBackgroundSubtractor(**knobs)
+    at = {n: i for i, n in enumerate(scored)}
+    tp = fp = fn = 0
+    for i, image in enumerate(X):
+        mask = sub.apply(image) > 0
+        j = at.get(seq.first_input + i)
+        if j is not None and seq.first_input + i >= first_scored:
+            valid, fg = cdnet_labels(G[j])
+            tp += np.count_nonzero(mask & fg)
+            fp += np.count_nonzero(mask & valid & ~fg)
+            fn += np.count_nonzero(~mask & fg)
+    return tp, fp, fn
+
+
 @pytest.fixture(autouse=True)
 def _no_process_left_by_a_failed_test(request):
     """Kill the ``kdrsdl`` processes a failed test started and left running (its clean-up never ran).

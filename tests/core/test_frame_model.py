@@ -4,15 +4,12 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import CDNET, need
+from conftest import cdnet_counts
 
-from core.evaluation.metrics import cdnet_labels
 from core.solver.frame_fit import FrameFitter, fit_cores
 from core.solver.kdrsdl import kdrsdl
 from core.streaming.frame_model import moving_background, moving_fitter
 from core.streaming.params import BackgroundParams
-from streamer.evaluation.cdnet import find_sequences
-from streamer.evaluation.protocols import scored_labels
 
 H, W, N = 96, 128, 30
 TREE = (slice(8, 80), slice(8, 104))  # where the background sways (most of the frame)
@@ -118,23 +115,7 @@ def test_the_frame_fitter_is_fit_cores_on_one_frame(iters):
 
 
 def f_measure(name, **knobs):
-    from core.streaming.background import KDRSDLBackgroundSubtractor
-
-    seq = next(q for q in find_sequences(need(CDNET / name)) if q.name == name)
-    scored = seq.scored_frames()
-    X = seq.frames(seq.first_input, scored[-1])
-    G = scored_labels(seq, scored, X.shape[1:])
-    sub = KDRSDLBackgroundSubtractor(**knobs)
-    at = {n: i for i, n in enumerate(scored)}
-    tp = fp = fn = 0
-    for i, image in enumerate(X):
-        mask = sub.apply(image) > 0
-        j = at.get(seq.first_input + i)
-        if j is not None:
-            valid, fg = cdnet_labels(G[j])
-            tp += np.count_nonzero(mask & fg)
-            fp += np.count_nonzero(mask & valid & ~fg)
-            fn += np.count_nonzero(~mask & fg)
+    tp, fp, fn = cdnet_counts(name, **knobs)
     return 2 * tp / (2 * tp + fp + fn)
 
 
