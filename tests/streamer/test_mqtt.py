@@ -28,6 +28,8 @@ pytestmark = pytest.mark.skipif(
     reason="Mosquitto is not installed (Debian package mosquitto; .ci/run installs it)",
 )
 USER, PASSWORD = "kdrsdl", "s3cret word"
+#: The test's own subscriber: a user of its own, so the broker can let it in before the worker.
+LISTENER = "listener"
 
 
 def make_tls(directory):
@@ -50,8 +52,10 @@ class Mosquitto:
 
     def __init__(self, tmp_path, port=None, tls=None):
         self.port = port or free_port()
-        passwords = tmp_path / "passwords"
-        subprocess.run(["mosquitto_passwd", "-b", "-c", str(passwords), USER, PASSWORD], check=True)
+        self.proc = None
+        self.passwords = passwords = tmp_path / "passwords"
+        subprocess.run(["mosquitto_passwd", "-b", "-c", str(passwords), LISTENER, PASSWORD], check=True)
+        self.allow(USER)
         self.conf = tmp_path / "mosquitto.conf"
         # as root, Mosquitto would switch to its own user, who cannot read pytest's private tmp_path
         user = f"user {getpass.getuser()}\n"
@@ -62,7 +66,6 @@ class Mosquitto:
             f"{user}listener {self.port} 127.0.0.1\n{tls_lines}allow_anonymous false\npassword_file {passwords}\n"
             "persistence false\n"
         )
-        self.proc = None
 
     def start(self):
         self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)], stderr=subprocess.PIPE)
@@ -72,6 +75,20 @@ class Mosquitto:
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
+
+    def allow(self, user):
+        """Add ``user`` to the password file; a running broker rereads it (SIGHUP)."""
+        subprocess.run(["mosquitto_passwd", "-b", str(self.passwords), user, PASSWORD], check=True)
+        self._reload()
+
+    def deny(self, user):
+        """Remove ``user`` from the password file: its connections are refused from the next reload."""
+        subprocess.run(["mosquitto_passwd", "-D", str(self.passwords), user], check=True)
+        self._reload()
+
+    def _reload(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGHUP)
 
 
 def _can_connect(port):
@@ -88,7 +105,7 @@ class Listener:
         self.messages = []
         self.lock = threading.Lock()
         self.client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="test-listener")
-        self.client.username_pw_set(USER, PASSWORD)
+        self.client.username_pw_set(LISTENER, PASSWORD)
         if ca is not None:
             self.client.tls_set(ca_certs=str(ca))
         self.client.on_message = self._on_message
@@ -241,8 +258,13 @@ def test_a_broker_killed_and_restarted_gets_the_current_state_and_the_count_is_e
         assert metric(during, "kdrsdl_mqtt_messages_total", camera="cam1") == metric(
             before, "kdrsdl_mqtt_messages_total", camera="cam1"
         )  # nothing handed to paho while away
+        # The kept event is not retained: the listener must be subscribed before the worker is let in
+        # (else the worker's retry can come first and the event goes to no one).
+        broker.deny(USER)
         broker.start()
         listener = Listener(broker.port)
+        broker.allow(USER)
+        # the worker's next retry: its back-off doubles from 1 s up to 30 s (streamer/wire/mqtt.py)
         wait_for(lambda: listener.on("kdrsdl/events"), 45, "the kept event after the reconnection")
         assert [json.loads(p)["event"] for p in listener.on("kdrsdl/events")] == ["end"]  # the newest kept
         wait_for(lambda: listener.on("kdrsdl/cam1/motion"), 10, "the state")
