@@ -261,11 +261,10 @@ class BackgroundParams:
         99,
     )
     fit_min_dynamic: float = knob(
-        0.02,
+        0.005,
         "Share of the frame that must be dynamic pixels for frame_model 'moving' to fit a frame's "
         "core; below it the frame is judged against M alone (a few blinking pixels on an "
-        "object's rim, or a strip of trees at the edge of a road, are not a moving background "
-        'worth its cost: docs/algorithm.md, "The moving background").',
+        "object's rim are not a moving background).",
         "share of the frame",
         0.0,
         1.0,

@@ -88,7 +88,7 @@ def test_no_fit_without_a_moving_background_or_on_a_coarse_dictionary(solved):
     p = BackgroundParams()
     x = frame(M0, P, 0.12, rng)
     few = np.zeros((H, W), bool)
-    few[:2, :10] = True  # 20 pixels: 0.16% of the frame, under fit_min_dynamic (2%)
+    few[:2, :10] = True  # 20 pixels: 0.16% of the frame, under fit_min_dynamic (0.5%)
     none = np.zeros((H, W), bool)
     assert moving_background(x, state, p, lam, none, few, moving_fitter(state)) is state.M
     coarse = dataclasses.replace(state, A=state.A[::2], B=state.B[::2])  # refit_scale = 2
