@@ -82,7 +82,8 @@ class Mosquitto:
         self._reload()
 
     def deny(self, user):
-        """Remove ``user`` from the password file: its connections are refused from the next reload."""
+        """Remove ``user`` from the password file: a running broker rereads it (SIGHUP), a stopped one
+        reads it at its start; from then on that user's connections are refused."""
         subprocess.run(["mosquitto_passwd", "-D", str(self.passwords), user], check=True)
         self._reload()
 
@@ -108,12 +109,13 @@ class Listener:
         self.client.username_pw_set(LISTENER, PASSWORD)
         if ca is not None:
             self.client.tls_set(ca_certs=str(ca))
+        self.subscribed = threading.Event()  # the broker's SUBACK: from then on nothing is missed
         self.client.on_message = self._on_message
         self.client.on_connect = lambda c, *a: c.subscribe("#", qos=1)
+        self.client.on_subscribe = lambda *a: self.subscribed.set()
         self.client.connect("127.0.0.1", port)
         self.client.loop_start()
-        wait_for(self.client.is_connected, 10, "the listener's connection")
-        time.sleep(0.3)  # its subscription
+        wait_for(self.subscribed.is_set, 10, "the listener's subscription")
 
     def _on_message(self, client, userdata, msg):
         with self.lock:
