@@ -18,7 +18,7 @@ from core.solver.frame_fit import FrameFitter
 from core.solver.state import KDRSDLState, slide_state
 from core.streaming import resolution, snapshot
 from core.streaming.decision import DecisionParams, PixelDecision, global_threshold
-from core.streaming.frame_model import frame_background, last_background, moving_fitter, near_dynamic
+from core.streaming.frame_model import FitReuse, frame_background, last_background, moving_fitter, near_dynamic
 from core.streaming.ghosts import GhostParams, GhostTracker
 from core.streaming.light import LightChange, detect_light_change, map_state, sample_step, unchanged
 from core.streaming.params import BackgroundParams
@@ -170,6 +170,7 @@ class KDRSDLBackgroundSubtractor:
         self._ghosts: GhostTracker | None = None  # uncovered background told from stopped objects
         self._last_bg: np.ndarray | None = None  # frame_model "last": M + the newest window frame's low-rank part
         self._fitter: FrameFitter | None = None  # frame_model "moving": the installed dictionary's fitter
+        self._reuse = FitReuse()  # frame_model "moving": the fitted background kept (fit_refresh)
         self._early_bg: np.ndarray | None = None  # before the first solution: the window's median
         self._sync_refit: RefitReport | None = None  # report of an inline refit run after the last frame
 
@@ -356,7 +357,9 @@ class KDRSDLBackgroundSubtractor:
         else:
             d = self._decider
             objects, dynamic = (None, None) if d is None else (d.prev_obj, d.dynamic)
-            bg = frame_background(x, self._state, self.params, self._lam, self._last_bg, objects, dynamic, self._fitter)
+            bg = frame_background(
+                x, self._state, self.params, self._lam, self._last_bg, objects, dynamic, self._fitter, self._reuse
+            )
         self._background = bg
         raw, threshold = self._raw_mask(x, bg)
         p = self.params

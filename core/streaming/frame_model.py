@@ -58,6 +58,34 @@ def near_dynamic(dynamic: np.ndarray, reach: int) -> np.ndarray:
     return near
 
 
+class FitReuse:
+    """The moving background's last fitted part, for the frames that reuse it (``fit_refresh``).
+
+    docs/algorithm.md, "The moving background": while fewer than ``fit_refresh_dynamic`` of the
+    frame's pixels are dynamic, ``M + A R B^T`` (within ``fit_reach`` of the dynamic pixels, no
+    offset) is fitted on one frame in ``fit_refresh`` and reused on the others; a new installed
+    solution (a new ``fitter``) or a frame under the gate starts it again.
+
+    Attributes
+    ----------
+    fitter : FrameFitter or None
+        The fitter ``base`` was made with.
+    base : ndarray, shape (m, n), float32, or None
+        The last fitted background, without the global offset.
+    age : int
+        Frames that have reused ``base`` since it was fitted.
+    """
+
+    def __init__(self) -> None:
+        self.fitter: FrameFitter | None = None
+        self.base: np.ndarray | None = None
+        self.age = 0
+
+    def clear(self) -> None:
+        """Forget the kept background: the next frame past the gate is fitted."""
+        self.fitter, self.base, self.age = None, None, 0
+
+
 def moving_background(
     x: np.ndarray,
     state: KDRSDLState,
@@ -67,6 +95,7 @@ def moving_background(
     dynamic: np.ndarray,
     fitter: FrameFitter | None,
     offset: bool = False,
+    reuse: FitReuse | None = None,
 ) -> np.ndarray:
     """``M``, plus the frame's own low-rank part near the moving background (``"moving"``).
 
@@ -75,7 +104,9 @@ def moving_background(
     updates of Algorithm 1 (:class:`core.solver.frame_fit.FrameFitter`, ``frame_iters``
     iterations) on every ``FIT_STEP``-th row and column, the previous mask's objects held at
     ``M`` (GRASTA's way of keeping objects out of a subspace's fit), and ``A R B^T`` is added
-    to ``M`` within the ``fit_reach`` square around each dynamic pixel.
+    to ``M`` within the ``fit_reach`` square around each dynamic pixel. While fewer than
+    ``fit_refresh_dynamic`` of the pixels are dynamic, that sum is fitted on one frame in
+    ``fit_refresh`` and kept in ``reuse`` for the others.
 
     Parameters
     ----------
@@ -84,7 +115,8 @@ def moving_background(
     state : KDRSDLState
         The installed window solution (mean mode).
     p : core.streaming.params.BackgroundParams
-        ``frame_iters``, ``fit_reach``, ``fit_min_dynamic``, ``alpha``.
+        ``frame_iters``, ``fit_reach``, ``fit_min_dynamic``, ``fit_refresh``,
+        ``fit_refresh_dynamic``, ``alpha``.
     lam : float
         The solver's weight of ``|E|_1``.
     objects, dynamic : ndarray, shape (m, n), bool
@@ -95,6 +127,9 @@ def moving_background(
     offset : bool
         Add the global offset too (:func:`global_offset`; with ``kernel = "numba"`` in the same
         compiled call as the fit).
+    reuse : FitReuse, optional
+        The fitted background kept between frames; without it every frame past the gate is
+        fitted.
 
     Returns
     -------
@@ -104,17 +139,49 @@ def moving_background(
     """
     M = state.M
     assert M is not None
-    if fitter is None or np.count_nonzero(dynamic) < p.fit_min_dynamic * dynamic.size:
+    n_dynamic = np.count_nonzero(dynamic)
+    if fitter is None or n_dynamic < p.fit_min_dynamic * dynamic.size:
+        if reuse is not None:
+            reuse.clear()
         return global_offset(x, M, objects, dynamic, p) if offset else M
+    keep = reuse is not None and p.fit_refresh > 1 and n_dynamic < p.fit_refresh_dynamic * dynamic.size
+    if keep:
+        assert reuse is not None
+        if reuse.fitter is fitter and reuse.base is not None and reuse.age + 1 < p.fit_refresh:
+            reuse.age += 1
+            base = reuse.base
+        else:
+            base = _fitted(x, state, p, lam, objects, dynamic, fitter, False)
+            reuse.fitter, reuse.base, reuse.age = fitter, base, 0
+        return global_offset(x, base, objects, dynamic, p) if offset else base
+    if reuse is not None:
+        reuse.clear()
+    return _fitted(x, state, p, lam, objects, dynamic, fitter, offset)
+
+
+def _fitted(
+    x: np.ndarray,
+    state: KDRSDLState,
+    p: BackgroundParams,
+    lam: float,
+    objects: np.ndarray,
+    dynamic: np.ndarray,
+    fitter: FrameFitter,
+    offset: bool,
+) -> np.ndarray:
+    """:func:`moving_background` past its gates: the frame's fit, a new array."""
+    M = state.M
+    assert M is not None
     if _compiled(p):  # the same bits in one compiled call (core.streaming.kernels)
         f = fitter
         near = near_dynamic(dynamic, p.fit_reach)
-        return _kernels().moving_background(
+        out: np.ndarray = _kernels().moving_background(
             x, M, objects, dynamic, near, state.A, state.B, FIT_STEP,
             f.A, f.B, f.P, f.Q, f.ab, f.AtA_inv, f.BtB_inv,
             ETA, float(lam), float(p.alpha), float(state.mu), float(state.mu / state.muK), 2.0, p.frame_iters,
             OFFSET_STEP, MIN_STILL if offset else -1,
         )  # fmt: skip
+        return out
     s = FIT_STEP
     Xc = x[::s, ::s] - M[::s, ::s]
     Xc[objects[::s, ::s]] = 0  # the previous objects held at M
@@ -194,6 +261,7 @@ def frame_background(
     objects: np.ndarray | None = None,
     dynamic: np.ndarray | None = None,
     fitter: FrameFitter | None = None,
+    reuse: FitReuse | None = None,
 ) -> np.ndarray:
     """The background of frame ``x``.
 
@@ -217,6 +285,8 @@ def frame_background(
         are; else over every sampled pixel. ``"moving"`` is ``"mean"`` without them.
     fitter : FrameFitter, optional
         :func:`moving_fitter` of ``state`` (``"moving"``; without it, ``"mean"``).
+    reuse : FitReuse, optional
+        ``"moving"``'s fitted background kept between frames (``fit_refresh``).
 
     Returns
     -------
@@ -225,7 +295,7 @@ def frame_background(
     assert state.M is not None
     if p.frame_model == "moving":
         if objects is not None and dynamic is not None:
-            return moving_background(x, state, p, lam, objects, dynamic, fitter, p.global_offset)
+            return moving_background(x, state, p, lam, objects, dynamic, fitter, p.global_offset, reuse)
         bg = state.M
     elif p.frame_model == "mean":
         bg = state.M

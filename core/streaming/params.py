@@ -269,6 +269,22 @@ class BackgroundParams:
         0.0,
         1.0,
     )
+    fit_refresh: int = knob(
+        2,
+        "While fewer than fit_refresh_dynamic of the frame's pixels are dynamic, frame_model "
+        "'moving' fits the frame's core on one frame in this many and reuses that background on "
+        "the others. 1 = every frame.",
+        "frames",
+        1,
+        100,
+    )
+    fit_refresh_dynamic: float = knob(
+        0.02,
+        "Share of the frame dynamic from which frame_model 'moving' fits every frame (fit_refresh).",
+        "share of the frame",
+        0.0,
+        1.0,
+    )
     global_offset: bool = knob(
         True,
         "Add the frame's median difference from the background to the background "

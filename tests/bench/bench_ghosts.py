@@ -2,6 +2,7 @@
 
     python tests/bench/bench_ghosts.py [ROOT] [--methods kdrsdl-stream,mog2,knn,subsense]
                                        [--starts 5] [--json PATH] [--set KNOB=VALUE ...]
+                                       [--frames 150:300]
 
 A method that starts on a frame with people or cars in view must learn the background behind them
 once they leave. One that takes them into its first background paints them as phantoms (ghosts)
@@ -102,6 +103,7 @@ def run(method: str, frames: np.ndarray, model: BackgroundParams | None, moving:
 
 
 def main() -> None:
+    global FIRST, LAST
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root", nargs="?", default=str(SHARED / "cdnet2014"), help="CDnet tree (default: %(default)s)")
     ap.add_argument("--methods", default="kdrsdl-stream,mog2,knn,subsense", help="comma-separated (%(default)s)")
@@ -109,7 +111,15 @@ def main() -> None:
     ap.add_argument("--sequences", help="comma-separated sequence names (default: all, and the motorway video)")
     ap.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="a kdrsdl-stream knob")
     ap.add_argument("--json", help="write every figure as JSON")
+    ap.add_argument(
+        "--frames",
+        default=f"{FIRST}:{LAST}",
+        metavar="FIRST:LAST",
+        help="the measured frames after the start, [FIRST, LAST) (default %(default)s; a later span shows "
+        "whether what a method dissolved at the start comes back)",
+    )
     args = ap.parse_args()
+    FIRST, LAST = (int(v) for v in args.frames.split(":"))
     cv2.setNumThreads(1)
     model = BackgroundParams(**{k: value(v) for k, v in (s.split("=", 1) for s in args.set)})
     methods = args.methods.split(",")

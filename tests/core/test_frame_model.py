@@ -8,7 +8,7 @@ from conftest import cdnet_counts
 
 from core.solver.frame_fit import FrameFitter, fit_cores
 from core.solver.kdrsdl import kdrsdl
-from core.streaming.frame_model import moving_background, moving_fitter
+from core.streaming.frame_model import FitReuse, moving_background, moving_fitter
 from core.streaming.params import BackgroundParams
 
 H, W, N = 96, 128, 30
@@ -95,6 +95,48 @@ def test_no_fit_without_a_moving_background_or_on_a_coarse_dictionary(solved):
     assert moving_fitter(coarse) is None
     assert moving_background(x, coarse, p, lam, none, dynamic, None) is coarse.M
     assert BackgroundParams(refit_scale=2).solve_scale == 2  # the default frame model keeps coarse refits
+
+
+def test_on_a_nearly_still_scene_one_frame_in_fit_refresh_is_fitted_and_the_others_reuse_it(solved):
+    M0, P, rng, state, lam, dynamic = solved
+    p = BackgroundParams(fit_refresh=2)
+    none = np.zeros((H, W), bool)
+    band = np.zeros((H, W), bool)
+    band[::4, ::6] = dynamic[::4, ::6]  # a 24th of the swaying pixels (1.3%): between the two gates
+    share = band.mean()
+    assert p.fit_min_dynamic < share < p.fit_refresh_dynamic, share
+    assert dynamic.mean() > p.fit_refresh_dynamic  # the solved scene's own dynamic pixels: a moving background
+    fitter = moving_fitter(state)
+    x1, x2 = frame(M0, P, 0.12, rng), frame(M0, P, -0.12, rng)
+    reuse = FitReuse()
+    bg1 = moving_background(x1, state, p, lam, none, band, fitter, reuse=reuse)
+    assert np.array_equal(bg1, moving_background(x1, state, p, lam, none, band, fitter))  # fitted
+    assert moving_background(x2, state, p, lam, none, band, fitter, reuse=reuse) is bg1  # reused
+    fresh = moving_background(x2, state, p, lam, none, band, fitter)
+    assert not np.array_equal(fresh, bg1)  # the sway moved: a fit sees it
+    assert np.array_equal(moving_background(x2, state, p, lam, none, band, fitter, reuse=reuse), fresh)
+    # with the offset, a reused frame gets its own: the kept background plus a constant
+    reuse.clear()
+    b1 = moving_background(x1, state, p, lam, none, band, fitter, offset=True, reuse=reuse)
+    b2 = moving_background(x1 + np.float32(0.05), state, p, lam, none, band, fitter, offset=True, reuse=reuse)
+    np.testing.assert_allclose(b2 - b1, 0.05, atol=1e-5)  # float32 sums of values up to 1
+    # a new solution's fitter, or a moving background (past fit_refresh_dynamic), fits at once
+    reuse.clear()
+    moving_background(x1, state, p, lam, none, band, fitter, reuse=reuse)
+    other = moving_fitter(state)
+    assert np.array_equal(moving_background(x2, state, p, lam, none, band, other, reuse=reuse), fresh)
+    reuse.clear()
+    moving_background(x1, state, p, lam, none, dynamic, fitter, reuse=reuse)
+    assert reuse.base is None  # nothing kept where every frame is fitted
+    assert np.array_equal(
+        moving_background(x2, state, p, lam, none, dynamic, fitter, reuse=reuse),
+        moving_background(x2, state, p, lam, none, dynamic, fitter),
+    )
+    # fit_refresh = 1, the fit on every frame
+    one = BackgroundParams(fit_refresh=1)
+    reuse.clear()
+    moving_background(x1, state, one, lam, none, band, fitter, reuse=reuse)
+    assert np.array_equal(moving_background(x2, state, one, lam, none, band, fitter, reuse=reuse), fresh)
 
 
 @pytest.mark.parametrize("iters", [1, 4, 12])
