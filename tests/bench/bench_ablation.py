@@ -57,6 +57,7 @@ VARIANTS = {
     "no warm-up learning (v3's start)": {"warmup_entries": 0},
     "no blinks counted inside the objects at the start": {"warmup_blink_frames": 0},
     "no moving background (M alone)": {"frame_model": "mean"},
+    "the moving background fitted on every frame (fit_refresh = 1)": {"fit_refresh": 1},
     "window median instead of KDRSDL's M, E and moving background (the solver still runs)": {
         "refit_background": "median",
         "frame_model": "mean",
