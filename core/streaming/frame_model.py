@@ -144,19 +144,15 @@ def moving_background(
         if reuse is not None:
             reuse.clear()
         return global_offset(x, M, objects, dynamic, p) if offset else M
-    keep = reuse is not None and p.fit_refresh > 1 and n_dynamic < p.fit_refresh_dynamic * dynamic.size
-    if keep:
-        assert reuse is not None
-        if reuse.fitter is fitter and reuse.base is not None and reuse.age + 1 < p.fit_refresh:
-            reuse.age += 1
-            base = reuse.base
-        else:
-            base = _fitted(x, state, p, lam, objects, dynamic, fitter, False)
-            reuse.fitter, reuse.base, reuse.age = fitter, base, 0
-        return global_offset(x, base, objects, dynamic, p) if offset else base
-    if reuse is not None:
-        reuse.clear()
-    return _fitted(x, state, p, lam, objects, dynamic, fitter, offset)
+    if reuse is None or p.fit_refresh == 1 or n_dynamic >= p.fit_refresh_dynamic * dynamic.size:
+        if reuse is not None:
+            reuse.clear()
+        return _fitted(x, state, p, lam, objects, dynamic, fitter, offset)
+    if reuse.fitter is fitter and reuse.base is not None and reuse.age + 1 < p.fit_refresh:
+        reuse.age += 1
+    else:
+        reuse.fitter, reuse.base, reuse.age = fitter, _fitted(x, state, p, lam, objects, dynamic, fitter, False), 0
+    return global_offset(x, reuse.base, objects, dynamic, p) if offset else reuse.base
 
 
 def _fitted(

@@ -289,10 +289,12 @@ def test_checkpoint_restore_refuses_other_settings_and_damage():
         KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6).restore(
             {k: v for k, v in ckpt.items() if k != "counters"}
         )
-    # blend_dynamic changes how later frames enter the window, not what a checkpoint holds: a
-    # checkpoint restores warm under either setting (so one made before the knob existed loads)
-    older = KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6, blend_dynamic=True)
-    assert older.restore(ckpt) is True
+    # blend_dynamic, fit_refresh and fit_refresh_dynamic change how later frames are judged and
+    # enter the window, not what a checkpoint holds: a checkpoint restores warm under other values
+    # of them (so one made before these knobs existed loads)
+    for knob, value in (("blend_dynamic", True), ("fit_refresh", 1), ("fit_refresh_dynamic", 0.05)):
+        older = KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6, **{knob: value})
+        assert older.restore(ckpt) is True, knob
 
 
 def test_refit_after_the_window_slid_past_the_whole_last_solution():
