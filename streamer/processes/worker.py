@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -67,6 +68,9 @@ if TYPE_CHECKING:
 #: Seconds the worker waits at stop for an abandoned refit to end (the solver checks between
 #: iterations and between the cold start's per-slice SVDs; the refit thread is a daemon and does
 #: not hold up the exit beyond this). With the loop's 0.2 s wait for a frame, a stop takes at most ~2.5 s.
+#: A refit still inside one iteration then (a long BLAS call) is left running and the process ends
+#: with ``os._exit``: the interpreter's normal exit would tear down the libraries under that thread
+#: and die of SIGSEGV.
 STOP_REFIT_WAIT_S = 2.0
 #: Seconds between two log lines about dropped or lost frames (each line gives the count since the last).
 DROP_LOG_EVERY_S = 10.0
@@ -451,11 +455,17 @@ class _Worker:
         if not r.converged:
             self.m.not_converged.inc()
 
-    def shutdown(self, pub: zmq.Socket) -> None:
+    def shutdown(self, pub: zmq.Socket) -> bool:
         """Count the frames left waiting, abandon a running refit, write the last checkpoint and snapshot.
 
         Open motion events go into the checkpoint (ended at the next start, reason "restart");
         without a state directory they are ended now, reason "stop".
+
+        Returns
+        -------
+        bool
+            True when the refit's thread has ended (or none ran); False when it is still inside
+            an iteration after ``STOP_REFIT_WAIT_S``.
         """
         self.m.dropped["shutdown"].inc(len(self.intake))
         self.drops.flush()
@@ -468,7 +478,8 @@ class _Worker:
         # below holds the last installed solution, the last consistent state.
         if stage.refit_running:
             self.log.info("abandoning the %s window refit in progress", stage.refit_running)
-        if not stage.close(wait=STOP_REFIT_WAIT_S):
+        refit_ended = stage.close(wait=STOP_REFIT_WAIT_S)
+        if not refit_ended:
             self.log.warning("a window refit did not stop within %.0f s; exiting without it", STOP_REFIT_WAIT_S)
         if self.ckpt:
             self.ckpt.close(stage, self.intake.tracker)
@@ -478,6 +489,7 @@ class _Worker:
             image, res = self.last
             sheet = contact_sheet(image, stage.background_image(), res.score_processing, res.fgmask_processing)
             cv2.imwrite(self.cfg.worker.snapshot, sheet)
+        return refit_ended
 
 
 def run_worker(
@@ -497,7 +509,9 @@ def run_worker(
     Returns
     -------
     int
-        Exit status: 0.
+        Exit status: 0. When a refit was still running at the stop (``STOP_REFIT_WAIT_S``), the
+        process ends here with ``os._exit(0)`` once the checkpoint, the sockets and the logs are
+        flushed: the interpreter's own exit would unload the libraries under the refit's thread.
     """
     if not hold_freed_heap():  # before any thread of ours allocates (streamer.ops.memory)
         log.info("no glibc mallopt, or it refused a setting: a refit's freed heap is left to the allocator")
@@ -540,9 +554,14 @@ def run_worker(
             if notify:
                 notify("WATCHDOG=1")
     finally:
-        worker.shutdown(sockets.pub)
+        refit_ended = worker.shutdown(sockets.pub)
         if view_server is not None:
             view_server.shutdown()
         sockets.close()
         log.info("stopped: %d masks published, %d messages rejected", worker.seq, worker.rejected)
+    if not refit_ended:
+        logging.shutdown()  # flush every handler and the standard streams: os._exit skips both
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
