@@ -42,7 +42,7 @@ from bench_paced import read_gray  # noqa: E402
 
 SHARED = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data"
 VIDEO = SHARED / "video" / "motorway_320x240.avi"
-#: Frames after the start that are measured: [FIRST, LAST) (0-based from the start).
+#: Frames after the start that are measured by default: [FIRST, LAST) (0-based from the start).
 FIRST, LAST = 150, 300
 #: A pixel counts when it is foreground in at least this share of the measured frames.
 PERSIST = 0.9
@@ -62,11 +62,11 @@ def truly_moving(labels: list[np.ndarray | None]) -> np.ndarray | None:
     return np.asarray(np.mean([g == 255 for g in have], axis=0) >= 0.5)
 
 
-def cdnet_starts(seq: Sequence, n: int) -> list[int]:
+def cdnet_starts(seq: Sequence, n: int, last: int = LAST) -> list[int]:
     """``n`` start frames (1-based) of ``seq`` with objects in view (most ground-truth foreground),
-    spread apart, each with :data:`LAST` frames after it."""
+    spread apart, each with ``last`` frames after it."""
     last_input = seq.roi_last
-    candidates = [i for i in seq.scored_frames() if i + LAST - 1 <= last_input]
+    candidates = [i for i in seq.scored_frames() if i + last - 1 <= last_input]
     if not candidates:
         return []
     shape = seq.frames(candidates[0], candidates[0]).shape[1:]
@@ -83,27 +83,33 @@ def cdnet_starts(seq: Sequence, n: int) -> list[int]:
         if len(chosen) == n:
             break
     if len(chosen) < n:  # too few frames with objects labelled (fall): the rest evenly spaced
-        spaced = np.linspace(seq.first_input, last_input - LAST + 1, n - len(chosen) + 2)[1:-1]
+        spaced = np.linspace(seq.first_input, last_input - last + 1, n - len(chosen) + 2)[1:-1]
         chosen += [int(i) for i in spaced]
     return sorted(chosen)
 
 
-def run(method: str, frames: np.ndarray, model: BackgroundParams | None, moving: np.ndarray | None) -> list[float]:
-    """``method`` fed ``frames`` (T >= LAST, h, w) uint8 from a fresh start: the persistent share,
-    and the part of it that the ground truth's ``moving`` (bool (h, w) or None) does not cover
-    (NaN without ground truth)."""
+def run(
+    method: str,
+    frames: np.ndarray,
+    model: BackgroundParams | None,
+    moving: np.ndarray | None,
+    span: tuple[int, int] = (FIRST, LAST),
+) -> list[float]:
+    """``method`` fed ``frames`` (T >= span's end, h, w) uint8 from a fresh start: the persistent
+    share over the frames ``span`` = [first, last) after the start, and the part of it that the
+    ground truth's ``moving`` (bool (h, w) or None) does not cover (NaN without ground truth)."""
+    first, last = span
     sub = peers.create(method, model)
     masks = []
-    for t in range(LAST):
+    for t in range(last):
         mask, _ = sub.apply(frames[t])
-        if t >= FIRST:
+        if t >= first:
             masks.append(mask)
     p = persistent(np.stack(masks))
     return [float(p.mean()), float((p & ~moving).mean()) if moving is not None else float("nan")]
 
 
 def main() -> None:
-    global FIRST, LAST
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root", nargs="?", default=str(SHARED / "cdnet2014"), help="CDnet tree (default: %(default)s)")
     ap.add_argument("--methods", default="kdrsdl-stream,mog2,knn,subsense", help="comma-separated (%(default)s)")
@@ -119,7 +125,7 @@ def main() -> None:
         "whether what a method dissolved at the start comes back)",
     )
     args = ap.parse_args()
-    FIRST, LAST = (int(v) for v in args.frames.split(":"))
+    span = first, last = tuple(int(v) for v in args.frames.split(":"))
     cv2.setNumThreads(1)
     model = BackgroundParams(**{k: value(v) for k, v in (s.split("=", 1) for s in args.set)})
     methods = args.methods.split(",")
@@ -128,18 +134,18 @@ def main() -> None:
     for seq in find_sequences(args.root):
         if wanted and seq.name not in wanted:
             continue
-        starts = cdnet_starts(seq, args.starts)
+        starts = cdnet_starts(seq, args.starts, last)
         frames = seq.frames(seq.first_input, seq.roi_last)
         have = set(seq.scored_frames())
         shape = frames.shape[1:]
         moving = [
-            truly_moving([seq.labels(i, shape) if i in have else None for i in range(s + FIRST, s + LAST)])
+            truly_moving([seq.labels(i, shape) if i in have else None for i in range(s + first, s + last)])
             for s in starts
         ]
         scenes.append((seq.name, frames, [s - seq.first_input for s in starts], moving))
     if VIDEO.exists() and (not wanted or "motorway" in wanted):
         frames = np.stack(read_gray(VIDEO))
-        starts = np.linspace(0, len(frames) - LAST, args.starts).astype(int).tolist()
+        starts = np.linspace(0, len(frames) - last, args.starts).astype(int).tolist()
         scenes.append(("motorway", frames, starts, [None] * len(starts)))
     remnant_ms = time_remnants()
     results: dict[str, dict] = {}
@@ -148,11 +154,11 @@ def main() -> None:
         for s, mv in tqdm(list(zip(starts, moving, strict=True)), desc=name, leave=False):
             for m in methods:
                 try:
-                    results[name][m].append(run(m, frames[s : s + LAST], model, mv))
+                    results[name][m].append(run(m, frames[s : s + last], model, mv, span))
                 except peers.Unavailable:
                     pass
         results[name]["starts"] = starts
-    print(f"Share of the frame foreground in >= {PERSIST:.0%} of frames {FIRST}-{LAST - 1} after the start, %:")
+    print(f"Share of the frame foreground in >= {PERSIST:.0%} of frames {first}-{last - 1} after the start, %:")
     print("mean over the starts / largest; in brackets, the part the ground truth does not call motion\n")
     print("| scene | " + " | ".join(methods) + " | target (<= MOG2 + 0.1 at every start) |")
     print("|---|" + "---|" * (len(methods) + 1))
