@@ -545,7 +545,11 @@ class KDRSDLBackgroundSubtractor:
                     under = under & self._ghosts.clear
                 if not p.blend_dynamic and self._decider is not None:  # a moving background enters as it is
                     under = under & ~self._decider.dynamic
-                w = np.float32(p.update_blend)
+                w: np.ndarray | np.float32 = np.float32(p.update_blend)
+                if p.update_blend_moving != p.update_blend and self._decider is not None:
+                    # where the background moves (within fit_reach of a dynamic pixel) at its own weight
+                    near = near_dynamic(self._decider.dynamic, p.fit_reach).view(bool)
+                    w = np.where(near, np.float32(p.update_blend_moving), w)
                 learnt = np.where(under, w * bg + (1 - w) * x, x).astype(np.float32)
         self._sync_refit = None
         entered = self._window.push(learnt, fg)

@@ -488,10 +488,21 @@ class BackgroundParams:
         1,
     )
     update_blend: float = knob(
-        0.7,
+        0.8,
         "Weight of the background in the pixels under the dilated mask when a frame "
-        "enters the window: 0 learns the frame as it is (a still object is absorbed "
-        "within a window), 1 never learns foreground (a false detection never heals).",
+        "enters the window, where the background holds still: 0 learns the frame as it is (a "
+        "still object is absorbed within a window), 1 never learns foreground (a false detection "
+        'never heals). At 0.8 a stopped object stays foreground 63-83 s (docs/algorithm.md, "Still '
+        'objects").',
+        "",
+        0,
+        1,
+    )
+    update_blend_moving: float = knob(
+        0.7,
+        "The same weight within fit_reach of a dynamic pixel, where the background moves: leaves "
+        "that a gust pushes into pixels of sky that never showed one enter the window sooner, before "
+        "the spread leaves them out for good.",
         "",
         0,
         1,

@@ -66,9 +66,9 @@ class ModelSnapshot:
 def settings(params: BackgroundParams) -> str:
     """The knobs a checkpoint must match, as JSON: all but ``async_refit``, ``kernel`` and
     ``mask_resolution``, which do not change what the model learns, ``refit_still_factor`` and ``refit_still_fraction``,
-    which pace the refits but leave the state's meaning alone, ``blend_dynamic``, ``fit_refresh``
-    and ``fit_refresh_dynamic``, which change how later frames enter the window or are judged but
-    not what the window holds, and ``refit_scale`` at 1, so that a
+    which pace the refits but leave the state's meaning alone, ``blend_dynamic``, ``update_blend``,
+    ``update_blend_moving``, ``fit_refresh`` and ``fit_refresh_dynamic``, which change how later
+    frames enter the window or are judged but not what the window holds, and ``refit_scale`` at 1, so that a
     checkpoint of the release before these knobs still loads (its window counters then start the
     still count at 0: :meth:`core.streaming.window.WindowSchedule.load`)."""
     d = dataclasses.asdict(params)
@@ -79,6 +79,8 @@ def settings(params: BackgroundParams) -> str:
         "refit_still_factor",
         "refit_still_fraction",
         "blend_dynamic",
+        "update_blend",
+        "update_blend_moving",
         "fit_refresh",
         "fit_refresh_dynamic",
     ):

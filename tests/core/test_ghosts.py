@@ -139,8 +139,9 @@ def test_a_start_up_ghost_dissolves_at_once():
 
 def test_an_object_that_stops_is_not_taken_for_a_ghost():
     # the fade test's object (walks in at frame 100, stands still): its outline is in the frame
-    assert still_object_recall(0.7, frames=400) > 0.9
-    assert still_object_recall(0.7, frames=400, ghost_frames=0) > 0.9
+    blend = BackgroundParams().update_blend
+    assert still_object_recall(blend, frames=400) > 0.9
+    assert still_object_recall(blend, frames=400, ghost_frames=0) > 0.9
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
