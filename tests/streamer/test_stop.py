@@ -17,42 +17,26 @@ from core.streaming.params import BackgroundParams
 from streamer.state import checkpoint
 
 
-def test_sigterm_during_a_cold_refit_at_720p_stops_within_5_s_and_the_checkpoint_restores_warm(tmp_path):
-    # processing_side = 0 keeps the full 1280 x 720, the hardest case for a stop, and rank 100 makes each
-    # iteration 5x the default's work. With window_stride = 1 the window is full (30 frames) by the
-    # time the first cold refit (of 2 frames, at frame 2) is installed, so the next cold refit, of
-    # the full window, starts at the next frame: 30 SVDs of 720 x 1280 and up to 90 iterations,
-    # measured at about half a minute. The stop lands inside it.
+def stop_during_a_refit(tmp_path, camera, model, size, fps, ready):
+    """Run a worker at ``processing_side = 0`` with the ``[model]`` lines ``model`` and a state
+    directory, fed ``synthetic:SIZE`` at ``fps`` by a capture; once the worker's counter ``ready``
+    = (name, labels, at least, what) reaches its value and one more second has passed (a refit is
+    then running), stop the capture and SIGTERM the worker: (exit code, stderr, seconds to stop)."""
     cfg = tmp_path / "cam.toml"
-    cfg.write_text(
-        f'camera = "hd"\n[model]\nprocessing_side = 0\nwindow_stride = 1\nrank = 100\n'
-        f'[worker]\nstate_dir = "{tmp_path}"\n'
-    )
+    cfg.write_text(f'camera = "{camera}"\n[model]\nprocessing_side = 0\n{model}\n[worker]\nstate_dir = "{tmp_path}"\n')
     port = free_port()
     frames = f"ipc://{tmp_path}/frames"
     worker = kdrsdl(
-        "worker",
-        "--config",
-        cfg,
-        "--frames-endpoint",
-        frames,
-        "--masks-endpoint",
-        f"ipc://{tmp_path}/masks",
-        "--metrics-port",
-        port,
-    )
+        "worker", "--config", cfg, "--frames-endpoint", frames, "--masks-endpoint", f"ipc://{tmp_path}/masks",
+        "--metrics-port", port,
+    )  # fmt: skip
     capture = kdrsdl(
-        "capture", "--config", cfg, "--source", "synthetic:1280x720", "--fps", 15, "--frames-endpoint", frames
+        "capture", "--config", cfg, "--source", f"synthetic:{size}", "--fps", fps, "--frames-endpoint", frames
     )
+    name, labels, least, what = ready
     try:
-        wait_for(
-            lambda: (lambda s: s and metric(s, "kdrsdl_solver_starts_total", camera="hd", mode="cold") >= 1)(
-                scrape(port)
-            ),
-            120,
-            "the first cold refit installed",
-        )
-        time.sleep(1.0)  # the full window's cold refit has started
+        wait_for(lambda: (lambda s: s and metric(s, name, camera=camera, **labels) >= least)(scrape(port)), 120, what)
+        time.sleep(1.0)  # the refit has started
         stop(capture)
         t0 = time.monotonic()
         code, _, err = stop(worker, timeout=30)
@@ -60,6 +44,19 @@ def test_sigterm_during_a_cold_refit_at_720p_stops_within_5_s_and_the_checkpoint
     finally:
         stop(capture)
         stop(worker)
+    return code, err, elapsed
+
+
+def test_sigterm_during_a_cold_refit_at_720p_stops_within_5_s_and_the_checkpoint_restores_warm(tmp_path):
+    # processing_side = 0 keeps the full 1280 x 720, the hardest case for a stop, and rank 100 makes each
+    # iteration 5x the default's work. With window_stride = 1 the window is full (30 frames) by the
+    # time the first cold refit (of 2 frames, at frame 2) is installed, so the next cold refit, of
+    # the full window, starts at the next frame: 30 SVDs of 720 x 1280 and up to 90 iterations,
+    # measured at about half a minute. The stop lands inside it.
+    code, err, elapsed = stop_during_a_refit(
+        tmp_path, "hd", "window_stride = 1\nrank = 100", "1280x720", 15,
+        ("kdrsdl_solver_starts_total", {"mode": "cold"}, 1, "the first cold refit installed"),
+    )  # fmt: skip
     assert "abandoning the cold window refit in progress" in err, err[-3000:]  # the stop did hit one
     assert code == 0, err[-3000:]
     assert elapsed < 5.0, f"worker took {elapsed:.1f} s to stop"
@@ -80,36 +77,10 @@ def test_a_refit_that_cannot_stop_in_time_is_left_behind_and_the_worker_still_ex
     # worker now ends with os._exit(0) after its checkpoint and log line. The crash is a race this
     # test does not force (here the thread stays inside LAPACK past the exit); it holds the path:
     # exit 0 in bounded time, the last log line flushed, the checkpoint written.
-    cfg = tmp_path / "cam.toml"
-    cfg.write_text(
-        f'camera = "uhd"\n[model]\nprocessing_side = 0\nwindow = 2\nwindow_stride = 1\n'
-        f'[worker]\nstate_dir = "{tmp_path}"\n'
-    )
-    port = free_port()
-    frames = f"ipc://{tmp_path}/frames"
-    worker = kdrsdl(
-        "worker", "--config", cfg, "--frames-endpoint", frames, "--masks-endpoint", f"ipc://{tmp_path}/masks",
-        "--metrics-port", port,
+    code, err, elapsed = stop_during_a_refit(
+        tmp_path, "uhd", "window = 2\nwindow_stride = 1", "3840x2160", 2,
+        ("kdrsdl_worker_frames_processed_total", {}, 2, "two frames processed"),
     )  # fmt: skip
-    capture = kdrsdl(
-        "capture", "--config", cfg, "--source", "synthetic:3840x2160", "--fps", 2, "--frames-endpoint", frames
-    )
-    try:
-        wait_for(
-            lambda: (lambda s: s and metric(s, "kdrsdl_worker_frames_processed_total", camera="uhd") >= 2)(
-                scrape(port)
-            ),
-            120,
-            "two frames processed",
-        )
-        time.sleep(1.0)  # the first cold refit is inside its first SVD
-        stop(capture)
-        t0 = time.monotonic()
-        code, _, err = stop(worker, timeout=30)
-        elapsed = time.monotonic() - t0
-    finally:
-        stop(capture)
-        stop(worker)
     assert "did not stop within 2 s; exiting without it" in err, err[-3000:]  # the case under test
     assert code == 0, err[-3000:]  # not -11
     assert "stopped:" in err  # the last log line was flushed before os._exit
