@@ -451,7 +451,8 @@ def test_the_model_gives_the_same_masks_on_real_video(name):
 
 
 #: A model started on an empty cache, beside the numpy reference, on the same frames until the
-#: compiled kernels have run 100 of them (or 150 s): what it saw, as JSON.
+#: compiled kernels have run 100 of them (or 400 s: the compiler took 153 s in a CI run beside two
+#: benchmarks, 15-20 s idle): what it saw, as JSON.
 SWITCH = """
 import json, time
 import numpy as np
@@ -462,7 +463,7 @@ from core.streaming.background import KDRSDLBackgroundSubtractor
 scene = SyntheticScene(96, 128, n_objects=3, seed=4)
 model, ref = KDRSDLBackgroundSubtractor(), KDRSDLBackgroundSubtractor(kernel="numpy")
 t0, compiled, t, differ, first = time.monotonic(), 0, 0, 0, None
-while compiled < 100 and time.monotonic() < t0 + 150:
+while compiled < 100 and time.monotonic() < t0 + 400:
     f = scene.frame_uint8(t)
     differ += not np.array_equal(model.apply(f), ref.apply(f))
     if kernels.ready():
@@ -489,7 +490,7 @@ def test_on_an_empty_cache_the_kernels_compile_aside_and_take_over_with_the_same
     cache = tmp_path / "cache"
     env = {**os.environ, "PYTHONPATH": str(pkg), "NUMBA_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1"}
     try:
-        run = subprocess.run([sys.executable, "-c", SWITCH], env=env, capture_output=True, text=True, timeout=240)
+        run = subprocess.run([sys.executable, "-c", SWITCH], env=env, capture_output=True, text=True, timeout=480)
         assert run.returncode == 0, run.stderr[-2000:]
         seen = json.loads(run.stdout.strip().splitlines()[-1])
         print(f"\n{seen}")

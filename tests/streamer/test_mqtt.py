@@ -147,7 +147,13 @@ def test_motion_events_discovery_and_availability_reach_mqtt(tmp_path, monkeypat
     try:
         wait_for(lambda: listener.on("kdrsdl/cam1/available"), 20, "the worker's 'online'")
         assert listener.on("kdrsdl/cam1/available")[-1] == "online"
-        # Home Assistant's discovery: the camera's motion and the zone's, one device
+        # Home Assistant's discovery: the camera's motion and the zone's, one device (published
+        # right after "online": waited for, not read at once)
+        wait_for(
+            lambda: sum(t.startswith("homeassistant/binary_sensor/") for t, _, _ in listener.messages) >= 2,
+            10,
+            "the discovery configs",
+        )
         configs = {t: json.loads(p) for t, p, _ in listener.messages if t.startswith("homeassistant/")}
         camera = configs["homeassistant/binary_sensor/kdrsdl_cam1/motion/config"]
         door = configs["homeassistant/binary_sensor/kdrsdl_cam1/door_motion/config"]
@@ -304,7 +310,11 @@ def test_tls_with_the_ca_file_and_a_foreign_ca_refused(tmp_path, monkeypatch):
     good = Run(tmp_path, config=_config(broker.port) + f'tls_ca_file = "{tls["ca.crt"]}"\n')
     try:
         wait_for(lambda: listener.on("kdrsdl/cam1/available") == ["online"], 20, "online over TLS")
-        assert any(t.startswith("homeassistant/") for t, _, _ in listener.messages)
+        # the discovery configs follow "online" on the same connection: wait for them too (read at
+        # once after "online", they were missing in a CI run on a loaded machine)
+        wait_for(
+            lambda: any(t.startswith("homeassistant/") for t, _, _ in listener.messages), 10, "the discovery over TLS"
+        )
         good.close()
         (tmp_path / "bad").mkdir()
         bad = Run(tmp_path / "bad", config=_config(broker.port) + f'tls_ca_file = "{foreign["ca.crt"]}"\n')
