@@ -28,6 +28,9 @@ import numpy as np
 from tqdm import tqdm
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_ablation import value  # noqa: E402
+
 from core.evaluation.metrics import GT_MOTION, GT_SHADOW, cdnet_labels  # noqa: E402
 from core.streaming.params import BackgroundParams  # noqa: E402
 from streamer.evaluation import peers  # noqa: E402
@@ -90,9 +93,6 @@ def main():
     ap.add_argument("--jobs", type=int, default=1, help="processes at once (default %(default)s)")
     ap.add_argument("--json", help="write the counts as JSON")
     args = ap.parse_args()
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-    from bench_ablation import value
-
     knobs = {k: value(v) for k, v in (s.split("=", 1) for s in args.set)}
     BackgroundParams(**knobs)  # a bad knob fails here, before any work
     methods = args.methods.split(",")
