@@ -66,7 +66,7 @@ ITERATION_BUCKETS = (1, 2, 3, 5, 8, 12, 20, 30, 50, 80, 150)
 
 #: Every label value each labelled series takes: created at 0 with the process's metrics, and the
 #: only values the code increments (:class:`WorkerMetrics` binds them by these names).
-CAPTURE_DROP_REASONS = ("hwm",)
+CAPTURE_DROP_REASONS = ("hwm", "corrupt")
 WORKER_DROP_REASONS = ("overload", "shutdown", "error")
 SOLVER_MODES = ("warm", "cold")
 CHECKPOINT_WRITE_RESULTS = ("ok", "error")

@@ -26,9 +26,17 @@ import cv2
 import numpy as np
 import zmq
 
-from core.streaming.resolution import reduce_to_side
+from core.streaming.resolution import processing_shape, reduce
 from streamer.ops.metrics import CaptureMetrics
-from streamer.processes.sources import EndOfStream, OpenCVSource, SourceError, SyntheticSource, open_source, resize
+from streamer.processes.sources import (
+    CorruptFrame,
+    EndOfStream,
+    OpenCVSource,
+    SourceError,
+    SyntheticSource,
+    open_source,
+    resize,
+)
 from streamer.wire import security
 from streamer.wire.protocol import COPY_THRESHOLD, encode, encode_end, new_epoch
 
@@ -158,6 +166,7 @@ class _Capture:
             security.make_client(self.sock, c.curve_secret_key, c.curve_server_key)
         self.sock.connect(c.frames_endpoint)
         self.epoch, self.seq, self.index = new_epoch(), 0, 0  # frames sent, frames read
+        self.corrupt = 0  # frames read that did not decode (skipped)
         self.source: SyntheticSource | OpenCVSource | None = None
         self.attempt = 0  # failed opens in a row
         self.live = True
@@ -176,7 +185,9 @@ class _Capture:
         if self.attempt == 0:
             self.log.info("opening %s", c.source)
         try:
-            self.source = open_source(c.source, loop=c.loop, width=c.width or None, height=c.height or None)
+            self.source = open_source(
+                c.source, loop=c.loop, width=c.width or None, height=c.height or None, side=self.side
+            )
         except SourceError as exc:
             self.m.connected.set(0)
             delay = backoff_delay(self.attempt)
@@ -201,13 +212,18 @@ class _Capture:
             self.source = None
         self.m.connected.set(0)
 
-    def send(self, frame: np.ndarray) -> None:
-        """Reduce, stamp and send one frame read from the source (a refused send is a counted drop)."""
+    def send(self, frame: np.ndarray, scale: int = 1) -> None:
+        """Reduce, stamp and send one frame read from the source (a refused send is a counted drop).
+
+        ``scale``: each side of ``frame`` is the source's divided by it (a JPEG frame decoded
+        reduced, :class:`streamer.processes.sources.OpenCVSource`); 1 when the capture resizes.
+        """
         frame = resize(frame, self.c.width, self.c.height)
         extra: dict[str, Any] = {}
-        if self.side and max(frame.shape) > self.side:
-            extra["source_shape"] = list(frame.shape)
-            frame = reduce_to_side(frame, self.side)
+        shape = (frame.shape[0] * scale, frame.shape[1] * scale)
+        if self.side and max(shape) > self.side:
+            extra["source_shape"] = list(shape)
+            frame = reduce(frame, processing_shape(shape, self.side))
         t_ns = self.clock.stamp(self.index)
         if not self.live:
             extra.update(live=False, t_read_ns=time.time_ns())
@@ -219,6 +235,14 @@ class _Capture:
             self.seq += 1
         else:
             self.m.dropped["hwm"].inc()
+
+    def skip_corrupt(self) -> None:
+        """Count a frame read from the source that did not decode (a drop of reason "corrupt"),
+        keeping the frames' indices and a file's timestamps in step with the source."""
+        self.m.frames.inc()
+        self.m.dropped["corrupt"].inc()
+        self.index += 1
+        self.corrupt += 1
 
     def end(self, reason: str) -> None:
         """Send the end of the stream after its last frame, and let the socket deliver it.
@@ -239,10 +263,11 @@ class _Capture:
         self.release()
         self.sock.close()
         self.log.info(
-            "stopped after %d frames (%d sent, %d refused at the high-water mark)",
+            "stopped after %d frames (%d sent, %d refused at the high-water mark)%s",
             self.index,
             self.seq,
-            self.index - self.seq,
+            self.index - self.seq - self.corrupt,
+            f"; {self.corrupt} corrupt frames skipped" if self.corrupt else "",
         )
 
 
@@ -297,11 +322,16 @@ def run_capture(
                 log.info("%s", exc)
                 end = "end_of_file"
                 break
+            except CorruptFrame as exc:
+                log.warning("%s; skipped", exc)
+                cap.skip_corrupt()
+                cap.pace.wait(stop)
+                continue
             except SourceError as exc:
                 log.warning("%s; reopening", exc)
                 cap.release()
                 continue
-            cap.send(frame)
+            cap.send(frame, cap.source.scale)
             cap.pace.wait(stop)
         if end is not None:
             cap.end(end)

@@ -29,7 +29,7 @@ from helpers import (
 )
 
 from core.evaluation.scene import SyntheticScene
-from streamer.wire.protocol import decode, decode_event, encode
+from streamer.wire.protocol import decode, decode_end, decode_event, encode
 
 
 @pytest.fixture
@@ -492,6 +492,48 @@ def test_the_capture_sends_frames_reduced_to_the_processing_size(tmp_path, model
             assert msg.header["source_shape"] == [480, 640]
             np.testing.assert_array_equal(msg.image, reduce(full, (240, 320)))
     assert ("frames with a side over 360 sent reduced" in err) == (sent == [240, 320])
+
+
+def test_a_motion_jpeg_file_reaches_the_socket_at_the_processing_size_past_a_corrupt_frame(tmp_path):
+    """A 1280 x 720 MJPG file (decoded at a quarter of its sides, streamer.processes.sources) is sent
+    at 320 x 180 with its source shape, each frame what OpenCV's decoding reduced gives; its frame
+    5, made corrupt, is skipped and counted, and every other frame is sent with its own index."""
+    from core.streaming.resolution import reduce
+
+    path = tmp_path / "scene.avi"
+    scene = SyntheticScene(720, 1280)
+    out = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 25, (1280, 720))
+    for t in range(12):
+        out.write(cv2.cvtColor(scene.frame_uint8(t), cv2.COLOR_GRAY2BGR))
+    out.release()
+    want = []
+    reader = cv2.VideoCapture(str(path))
+    while (picture := reader.read())[0]:
+        want.append(reduce(cv2.cvtColor(picture[1], cv2.COLOR_BGR2GRAY), (180, 320)))
+    data = bytearray(path.read_bytes())
+    starts = [i for i in range(len(data) - 2) if data[i : i + 3] == b"\xff\xd8\xff"]
+    data[starts[5] : starts[5] + 2] = b"\x00\x00"  # frame 5's start-of-image marker
+    path.write_bytes(data)
+    frames = tcp()
+    pull = zmq.Context.instance().socket(zmq.PULL)
+    pull.setsockopt(zmq.LINGER, 0)
+    pull.bind(frames)
+    cap = start_capture(frames, str(path), "--fps", 0)
+    try:
+        got = [decode(pull.recv_multipart(), "frame") for _ in range(11) if pull.poll(20000)]
+        end = decode_end(pull.recv_multipart()) if pull.poll(20000) else None
+    finally:
+        rc, _, err = stop(cap, timeout=60)
+        pull.close()
+    assert len(got) == 11 and end is not None and rc == 0, err[-2000:]
+    assert [m.header["frame_index"] for m in got] == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11]
+    assert end["frames"] == 12 and end["reason"] == "end_of_file"
+    for msg in got:
+        assert msg.header["shape"] == [180, 320] and msg.header["source_shape"] == [720, 1280]
+        diff = cv2.absdiff(msg.image, want[msg.header["frame_index"]])
+        assert diff.mean() < 1.5 and diff.max() <= 10  # as tests/streamer/test_sources.py measured
+    assert "not a JPEG picture (a corrupt packet); skipped" in err, err[-2000:]
+    assert "stopped after 12 frames (11 sent, 0 refused at the high-water mark); 1 corrupt frames skipped" in err
 
 
 def test_a_capture_with_no_worker_counts_every_frame_it_could_not_send_and_still_exits(tmp_path):

@@ -1,7 +1,8 @@
-"""Frame sources: the luma plane read in place of OpenCV's BGR conversion (issue 26), on real videos.
+"""Frame sources: the luma plane read in place of OpenCV's BGR conversion (issue 26), and a
+Motion-JPEG file's packets decoded by libjpeg at the processing size (issue 46), on real videos.
 
 The videos are written here with OpenCV's own encoders from the synthetic scene (a user's clone
-has them too), in the two ranges FFmpeg decodes: MJPG (full range, "yuvj420p") and MPEG-4 part 2
+has them too): MJPG (full range, "yuvj420p", every frame a JPEG picture) and MPEG-4 part 2
 (limited range, "yuv420p"), as the motorway video and most RTSP cameras' H.264 are.
 """
 
@@ -12,16 +13,17 @@ from conftest import MOTORWAY, need
 from helpers import rtsp_server
 
 from core.evaluation.scene import SyntheticScene
-from streamer.processes.sources import LUMA_TOLERANCE, OpenCVSource, luma_range
+from core.streaming.resolution import processing_shape, reduce
+from streamer.processes.sources import LUMA_TOLERANCE, CorruptFrame, OpenCVSource, jpeg_scale, luma_range
 
 FRAMES = 40
 
 
-def _video(tmp_path, fourcc, name):
-    """A 320 x 240 video of the synthetic scene (its moving objects on a textured background)."""
+def _video(tmp_path, fourcc, name, size=(320, 240)):
+    """A video of the synthetic scene (its moving objects on a textured background), ``size`` (w, h)."""
     path = tmp_path / name
-    scene = SyntheticScene(240, 320)
-    out = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), 25, (320, 240))
+    scene = SyntheticScene(size[1], size[0])
+    out = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), 25, size)
     assert out.isOpened(), f"OpenCV cannot write {fourcc}"
     for t in range(FRAMES):
         out.write(cv2.cvtColor(scene.frame_uint8(t), cv2.COLOR_GRAY2BGR))
@@ -39,12 +41,12 @@ def _opencv_gray(path):
         frames.append(cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY))
 
 
-@pytest.mark.parametrize(("fourcc", "decoding"), [("MJPG", "full"), ("FMP4", "limited")])
+@pytest.mark.parametrize(("fourcc", "decoding"), [("MJPG", "jpeg"), ("FMP4", "limited")])
 def test_a_file_is_read_from_its_luma_plane_as_opencv_would_convert_it(tmp_path, fourcc, decoding):
     path = _video(tmp_path, fourcc, f"scene_{fourcc}.avi")
     want = _opencv_gray(path)
-    source = OpenCVSource(str(path), loop=True)
-    assert source.decoding == decoding
+    source = OpenCVSource(str(path), loop=True, side=360)
+    assert source.decoding == decoding and source.scale == 1  # 320 x 240: nothing to reduce
     # twice through the file: the loop's reopen decides again and loses no frame
     got = [source.read() for _ in range(2 * len(want))]
     source.release()
@@ -56,6 +58,51 @@ def test_a_file_is_read_from_its_luma_plane_as_opencv_would_convert_it(tmp_path,
         # rounding, and the chroma's round trip through BGR (clipped in BGR, not in the luma):
         # measured max 4 (MJPG) and 8 (MPEG-4) levels, mean 0.8 and 1.2 on the motorway videos
         assert diff.mean() < 1.5 and diff.max() <= 10, (i, diff.mean(), diff.max())
+
+
+@pytest.mark.parametrize(
+    ("size", "side", "scale"),
+    [((640, 480), 360, 2), ((1280, 720), 360, 4), ((1920, 1080), 360, 4), ((640, 480), 0, 1)],
+)
+def test_a_motion_jpeg_file_is_decoded_reduced_toward_the_processing_size(tmp_path, size, side, scale):
+    """Each packet decoded by libjpeg at 1/scale of the frame's sides: once reduced to the processing
+    size, the frame the model gets is what OpenCV's own decoding reduced would give it."""
+    path = _video(tmp_path, "MJPG", "scene.avi", size)
+    want = _opencv_gray(path)
+    h, w = size[1], size[0]
+    assert jpeg_scale((h, w), side) == scale
+    source = OpenCVSource(str(path), loop=True, side=side)
+    assert source.decoding == "jpeg" and source.scale == scale
+    got = [source.read() for _ in range(2 * len(want))]  # the loop's reopen keeps the scale
+    source.release()
+    shape = processing_shape((h, w), side)
+    for i, frame in enumerate(got):
+        assert frame.shape == (h // scale, w // scale) and frame.dtype == np.uint8
+        diff = cv2.absdiff(reduce(frame, shape), reduce(want[i % len(want)], shape))
+        # the scaled inverse DCT against area averaging, and OpenCV's chroma round trip: measured
+        # mean 0.7-1.0 and max 2-6 levels at these sizes
+        assert diff.mean() < 1.5 and diff.max() <= 10, (i, diff.mean(), diff.max())
+
+
+def test_a_corrupt_motion_jpeg_frame_is_skipped_and_the_file_goes_on(tmp_path):
+    """A packet that is not a JPEG picture raises CorruptFrame for that frame alone (OpenCV's own
+    decoding ends the file there); the next read is the next frame."""
+    path = _video(tmp_path, "MJPG", "scene.avi")
+    want = _opencv_gray(path)
+    data = bytearray(path.read_bytes())
+    starts = [i for i in range(len(data) - 2) if data[i : i + 3] == b"\xff\xd8\xff"]
+    assert len(starts) == FRAMES
+    data[starts[5] : starts[5] + 2] = b"\x00\x00"  # frame 5's start-of-image marker
+    path.write_bytes(data)
+    source = OpenCVSource(str(path))
+    assert source.decoding == "jpeg"
+    got = [source.read() for _ in range(5)]
+    with pytest.raises(CorruptFrame, match="not a JPEG picture"):
+        source.read()
+    got += [source.read() for _ in range(5)]
+    source.release()
+    for frame, ref in zip(got, want[:5] + want[6:11], strict=True):
+        assert cv2.absdiff(frame, ref).mean() < 1.5
 
 
 @pytest.mark.shared_data
