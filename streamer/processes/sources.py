@@ -20,7 +20,7 @@ a quarter or an eighth of its size by the decoder's scaled inverse DCT (``IMREAD
 the capture then reduces a frame of 480 x 270 instead of 1920 x 1080. The scaled decoding is an
 average over each 2 x 2 to 8 x 8 block up to rounding (0.25 grey levels on average, at most 1,
 from :func:`core.streaming.resolution.reduce` on the motorway video at 1280 x 720); the decoding
-takes 1.1 ms a frame instead of 2.6 at 1280 x 720 (docs/results.md, "Camera resolutions").
+takes 1.1 ms a frame instead of 2.6 at 1280 x 720 (docs/results.md, "Cameras per core").
 """
 
 import contextlib
@@ -46,8 +46,6 @@ LUMA_TOLERANCE = 3.0
 PROBE_FRAMES = 50
 #: Grey levels between a frame's 1st and 99th percentiles for it to count as a picture there.
 MIN_SPREAD = 24
-#: The luma plane's two ranges (ITU-R BT.601): full ("JPEG", 0-255, OpenCV's gray as is) and
-#: limited ("TV", 16-235, stretched to 0-255 as OpenCV's BGR conversion does).
 #: The first two bytes of a JPEG picture (its start-of-image marker).
 JPEG_START = b"\xff\xd8"
 #: libjpeg's scaled decodings by their reduction factor (each side divided by it), luma only.
@@ -57,6 +55,8 @@ JPEG_SCALES = {
     4: cv2.IMREAD_REDUCED_GRAYSCALE_4,
     8: cv2.IMREAD_REDUCED_GRAYSCALE_8,
 }
+#: The luma plane's two ranges (ITU-R BT.601): full ("JPEG", 0-255, OpenCV's gray as is) and
+#: limited ("TV", 16-235, stretched to 0-255 as OpenCV's BGR conversion does).
 LUMA_TABLES = {
     "full": np.arange(256, dtype=np.uint8),
     "limited": np.clip(np.round((np.arange(256) - 16) * 255 / 219), 0, 255).astype(np.uint8),
@@ -253,13 +253,16 @@ class OpenCVSource:
         self.fps = fps if self.kind == "file" and 0 < fps <= 1000 else None
 
     def describe(self) -> str:
-        """What is open, for the capture's log: kind, size, and a file's frame rate and length."""
+        """What is open, for the capture's log: kind, size, a file's frame rate and length, and a
+        Motion-JPEG file's decoding."""
         w, h = int(self.cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(self.cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
         text = f"{self.kind} {self.spec!r}, {w} x {h}"
         if self.kind == "file":
             n = int(self.cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0)
             rate = f"{self.fps:g} fps" if self.fps else "no frame rate given"
             text += f" at {rate}" + (f", {n} frames" if n > 0 else "")
+        if self.decoding == "jpeg":
+            text += ", Motion-JPEG decoded to luma" + (f" at 1/{self.scale} of each side" if self.scale > 1 else "")
         return text
 
     def _capture(self, convert: bool = True, raw: bool = False) -> cv2.VideoCapture:

@@ -73,6 +73,9 @@ def test_a_motion_jpeg_file_is_decoded_reduced_toward_the_processing_size(tmp_pa
     assert jpeg_scale((h, w), side) == scale
     source = OpenCVSource(str(path), loop=True, side=side)
     assert source.decoding == "jpeg" and source.scale == scale
+    assert source.describe().endswith(
+        "Motion-JPEG decoded to luma" + (f" at 1/{scale} of each side" if scale > 1 else "")
+    )
     got = [source.read() for _ in range(2 * len(want))]  # the loop's reopen keeps the scale
     source.release()
     shape = processing_shape((h, w), side)
