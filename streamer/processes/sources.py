@@ -9,15 +9,17 @@ OpenCV converts each frame to BGR, and the capture then converted BGR back to gr
 (``tests/bench/profile_worker.py --process capture``; docs/results.md, "Cameras per core"). For a
 video file, :class:`OpenCVSource` therefore reads the luma plane (OpenCV's ``CAP_PROP_CONVERT_RGB``
 off) when, on a frame with a picture near the file's start, it reproduces OpenCV's own gray image
-(:func:`luma_range`, which also tells the plane's range). Streams and cameras keep OpenCV's
-conversion: OpenCV does not say a stream's range (full or limited, both "I420"), and two opens of a
-live stream cannot be made to show the same frame to compare.
+(:func:`luma_range`, which also tells the plane's range). Streams and cameras other than
+Motion-JPEG (below) keep OpenCV's conversion: OpenCV does not say a stream's range (full or
+limited, both "I420"), and two opens of a live stream cannot be made to show the same frame to
+compare.
 
-A Motion-JPEG file (every frame a JPEG picture, as USB and IP cameras record) is read further down:
-its packets undecoded (OpenCV's raw mode, ``CAP_PROP_FORMAT`` -1) and each decoded by libjpeg to
-its luma alone, and, when the capture reduces the frames to the processing resolution, at a half,
-a quarter or an eighth of its size by the decoder's scaled inverse DCT (``IMREAD_REDUCED_GRAYSCALE``):
-the capture then reduces a frame of 480 x 270 instead of 1920 x 1080. The scaled decoding is an
+A Motion-JPEG file or stream (every frame a JPEG picture, as USB cameras and many IP cameras
+deliver them over HTTP or RTSP) is read further down: its packets undecoded (OpenCV's raw mode,
+``CAP_PROP_FORMAT`` -1), each decoded by libjpeg to its luma alone (full range, as JFIF defines
+it) and, when the capture reduces the frames to the processing resolution, at a half, a quarter or
+an eighth of its sides by the decoder's scaled inverse DCT (``IMREAD_REDUCED_GRAYSCALE``): the
+capture then reduces a frame of 480 x 270 instead of 1920 x 1080. The scaled decoding is an
 average over each 2 x 2 to 8 x 8 block up to rounding (0.25 grey levels on average, at most 1,
 from :func:`core.streaming.resolution.reduce` on the motorway video at 1280 x 720); the decoding
 takes 1.1 ms a frame instead of 2.6 at 1280 x 720 (docs/results.md, "Cameras per core").
@@ -216,7 +218,7 @@ class OpenCVSource:
     read_timeout_s : float
         A read that takes longer than this (seconds) counts as a failure.
     side : int
-        The capture's processing side (pixels, 0 for none): a Motion-JPEG file's frames are
+        The capture's processing side (pixels, 0 for none): a Motion-JPEG source's frames are
         then decoded reduced by :attr:`scale` (module docstring).
 
     Attributes
@@ -248,13 +250,14 @@ class OpenCVSource:
         if self.kind == "file" and not os.path.exists(spec):
             raise SourceError(f"video file {spec!r} does not exist")
         self.decoding, self.scale = "bgr", 1
+        self.pending: np.ndarray | None = None
         self.cap = self._open()
         fps = float(self.cap.get(cv2.CAP_PROP_FPS) or 0.0)
         self.fps = fps if self.kind == "file" and 0 < fps <= 1000 else None
 
     def describe(self) -> str:
         """What is open, for the capture's log: kind, size, a file's frame rate and length, and a
-        Motion-JPEG file's decoding."""
+        Motion-JPEG source's decoding."""
         w, h = int(self.cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(self.cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
         text = f"{self.kind} {self.spec!r}, {w} x {h}"
         if self.kind == "file":
@@ -285,7 +288,7 @@ class OpenCVSource:
             return cv2.VideoCapture(self.spec, cv2.CAP_FFMPEG, params)
 
     def _open(self) -> cv2.VideoCapture:
-        self.decoding, self.scale = "bgr", 1
+        self.decoding, self.scale, self.pending = "bgr", 1, None
         cap = self._capture()
         if not cap.isOpened() and self.kind == "file":  # not a video FFmpeg reads: OpenCV's other backends
             cap.release()
@@ -295,6 +298,8 @@ class OpenCVSource:
         if not cap.isOpened():
             cap.release()
             raise SourceError(f"cannot open {self.kind} source {self.spec!r}")
+        if self.kind == "stream":
+            return self._stream(cap)
         if self.kind != "file":
             return cap
         # A file: its first frame with a picture both ways; the luma plane's capture when it
@@ -312,6 +317,23 @@ class OpenCVSource:
             if ok and luma is not None:
                 self.decoding = luma_range(gray, luma) or "bgr"
         return self._capture(convert=self.decoding == "bgr")
+
+    def _stream(self, cap: cv2.VideoCapture) -> cv2.VideoCapture:
+        """An open stream's capture: as it is, or, for Motion-JPEG (FFmpeg's codec tag "MJPG", an
+        HTTP or RTSP camera's JPEG pictures), a second open in raw mode whose first packet is a
+        JPEG picture (kept for the first read). JPEG's luma is full range by definition (JFIF), so
+        no frame has to be compared."""
+        if int(cap.get(cv2.CAP_PROP_FOURCC)).to_bytes(4, "little") != b"MJPG":
+            return cap
+        shape = (int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT)), int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)))
+        raw = self._capture(raw=True)
+        ok, packet = raw.read() if raw.isOpened() else (False, None)
+        if not ok or packet is None or packet.dtype != np.uint8 or bytes(packet.ravel()[:2]) != JPEG_START:
+            raw.release()
+            return cap
+        cap.release()
+        self.decoding, self.scale, self.pending = "jpeg", jpeg_scale(shape, self.side), packet
+        return raw
 
     def _jpeg(self, gray: np.ndarray, n: int) -> bool:
         """Whether the file's ``n``-th packet is a JPEG picture whose luma is ``gray`` (its frame as
@@ -370,6 +392,9 @@ class OpenCVSource:
         return frame
 
     def _read(self) -> tuple[bool, np.ndarray | None]:
+        if self.pending is not None:  # a stream's first packet, read when it was opened
+            packet, self.pending = self.pending, None
+            return True, packet
         if self.decoding == "bgr":
             return self.cap.read()
         with _quiet_opencv():  # OpenCV warns of the unconverted format at every frame

@@ -215,8 +215,10 @@ def system_gi_python():
     return py if ok else None
 
 
-def rtsp_server(source, port=0):
+def rtsp_server(source, port=0, codec="h264"):
     """Start the real gst-rtsp-server (tests/streamer/rtsp_server.py); return ``(process, port)``.
+
+    ``codec``: "h264", or "jpeg" (Motion-JPEG).
 
     Skips the test when gst-rtsp-server is not installed.
     """
@@ -226,7 +228,9 @@ def rtsp_server(source, port=0):
             "gst-rtsp-server is not installed (Debian: gir1.2-gst-rtsp-server-1.0 python3-gi "
             "gstreamer1.0-plugins-base/good/ugly gstreamer1.0-libav)"
         )
-    proc = subprocess.Popen([py, RTSP_SERVER, str(source), str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [py, RTSP_SERVER, str(source), str(port), codec], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     line = proc.stdout.readline()
     if not line:
         proc.wait()

@@ -131,6 +131,31 @@ def test_the_luma_plane_is_refused_unless_it_reproduces_opencvs_gray():
     assert luma_range(gray, cv2.add(gray, int(LUMA_TOLERANCE) + 2)) is None
 
 
+def test_a_motion_jpeg_stream_is_decoded_by_packets_reduced_toward_the_processing_size():
+    """A real RTSP server sending each 640 x 480 frame as a JPEG picture (RFC 2435): the stream's
+    packets are decoded at half their sides, as the file's are, from its first frame on."""
+    server, port = rtsp_server("testsrc:640x480", codec="jpeg")
+    try:
+        source = OpenCVSource(f"rtsp://127.0.0.1:{port}/test", side=360)
+        frames = [source.read() for _ in range(10)]
+        description = source.describe()
+        reference = cv2.VideoCapture(f"rtsp://127.0.0.1:{port}/test")
+        ok, bgr = reference.read()
+        reference.release()
+        source.release()
+    finally:
+        server.kill()
+        server.wait()
+    assert source.decoding == "jpeg" and source.scale == 2
+    assert description.endswith("640 x 480, Motion-JPEG decoded to luma at 1/2 of each side")
+    assert all(f.shape == (240, 320) and f.dtype == np.uint8 for f in frames)
+    # GStreamer's moving ball over a still pattern: every part but the ball is the same picture as
+    # OpenCV's own decoding of a later frame, reduced (the ball covers under 5% of the frame)
+    assert ok
+    diff = cv2.absdiff(frames[-1], reduce(cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY), (240, 320)))
+    assert np.median(diff) <= 1 and np.mean(diff <= 3) > 0.9, (np.median(diff), np.mean(diff <= 3))
+
+
 def test_a_stream_keeps_opencvs_conversion():
     """A real RTSP server's H.264: two opens of a live stream cannot be compared frame for frame."""
     source_video = str(MOTORWAY) if MOTORWAY.exists() else "testsrc"
