@@ -321,18 +321,25 @@ class OpenCVSource:
     def _stream(self, cap: cv2.VideoCapture) -> cv2.VideoCapture:
         """An open stream's capture: as it is, or, for Motion-JPEG (FFmpeg's codec tag "MJPG", an
         HTTP or RTSP camera's JPEG pictures), a second open in raw mode whose first packet is a
-        JPEG picture (kept for the first read). JPEG's luma is full range by definition (JFIF), so
-        no frame has to be compared."""
+        JPEG picture that libjpeg decodes (kept for the first read). JPEG's luma is full range by
+        definition (JFIF), so no frame has to be compared."""
         if int(cap.get(cv2.CAP_PROP_FOURCC)).to_bytes(4, "little") != b"MJPG":
             return cap
         shape = (int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT)), int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)))
         raw = self._capture(raw=True)
         ok, packet = raw.read() if raw.isOpened() else (False, None)
-        if not ok or packet is None or packet.dtype != np.uint8 or bytes(packet.ravel()[:2]) != JPEG_START:
+        scale = jpeg_scale(shape, self.side)
+        if (
+            not ok
+            or packet is None
+            or packet.dtype != np.uint8
+            or bytes(packet.ravel()[:2]) != JPEG_START
+            or cv2.imdecode(packet, JPEG_SCALES[scale]) is None  # libjpeg reads this camera's pictures
+        ):
             raw.release()
             return cap
         cap.release()
-        self.decoding, self.scale, self.pending = "jpeg", jpeg_scale(shape, self.side), packet
+        self.decoding, self.scale, self.pending = "jpeg", scale, packet
         return raw
 
     def _jpeg(self, gray: np.ndarray, n: int) -> bool:
