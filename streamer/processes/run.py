@@ -281,7 +281,7 @@ def _drops_text(summary: dict[str, Any], end: dict | None) -> str:
         return text
     if end is not None:
         parts = [
-            f"{end['frames'] - end['sent']} refused at the capture's high-water mark",
+            f"{end['frames'] - end['sent']} refused at the capture's high-water mark or skipped there as corrupt",
             f"{end['dropped']} dropped by the worker as overload",
             f"{end['lost']} lost in transit",
             f"{max(end['masks'] - masks, 0)} missed by this subscriber",

@@ -264,7 +264,8 @@ def encode_end(camera: str, epoch: str, seq: int, t_capture_ns: int, reason: str
         Capture time of the stream's end, ns since the Unix epoch (the last frame's time plus its interval).
     reason : {"end_of_file", "max_frames"}
     frames : int
-        Frames the capture read in this epoch (sent, and refused at the high-water mark).
+        Frames the capture read in this epoch (sent, refused at the high-water mark, and skipped
+        as corrupt: ``capture_frames_dropped_total``'s reasons).
 
     Returns
     -------
