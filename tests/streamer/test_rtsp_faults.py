@@ -1,7 +1,13 @@
-"""A real RTSP server that dies or freezes mid-stream (issue 6): the capture notices, reconnects, never hangs."""
+"""A real RTSP server that dies or freezes mid-stream (issue 6): the capture notices, reconnects, never hangs.
+
+Each with H.264, and with Motion-JPEG, which the capture reads by packets after a second open
+(streamer/processes/sources.py).
+"""
 
 import signal
 import time
+
+import pytest
 
 from helpers import (
     free_port,
@@ -37,8 +43,9 @@ def _drain(sub):
         pass
 
 
-def test_rtsp_server_killed_and_restarted_reconnects_within_5_s():
-    server, port = rtsp_server("testsrc")
+@pytest.mark.parametrize("codec", ["h264", "jpeg"])
+def test_rtsp_server_killed_and_restarted_reconnects_within_5_s(codec):
+    server, port = rtsp_server("testsrc", codec=codec)
     worker, cap, sub, cport = _pipeline(f"rtsp://127.0.0.1:{port}/test")
     try:
         assert _capture_metric(cport, "kdrsdl_capture_connected") == 1
@@ -50,7 +57,7 @@ def test_rtsp_server_killed_and_restarted_reconnects_within_5_s():
         )
         _drain(sub)
         time.sleep(max(0.0, t_kill + 3 - time.monotonic()))  # the server is away for 3 s
-        server, _ = rtsp_server("testsrc", port)
+        server, _ = rtsp_server("testsrc", port, codec)
         t_back = time.monotonic()
         wait_for(lambda: receive(sub, 0.2), 5, "a mask within 5 s of the server's return")
         print(f"masks again {time.monotonic() - t_back:.2f} s after the server's return")
@@ -69,8 +76,9 @@ def test_rtsp_server_killed_and_restarted_reconnects_within_5_s():
     assert "reopen" in err_cap
 
 
-def test_rtsp_server_frozen_is_detected_within_5_s_and_never_hangs_the_capture():
-    server, port = rtsp_server("testsrc")
+@pytest.mark.parametrize("codec", ["h264", "jpeg"])
+def test_rtsp_server_frozen_is_detected_within_5_s_and_never_hangs_the_capture(codec):
+    server, port = rtsp_server("testsrc", codec=codec)
     worker, cap, sub, cport = _pipeline(f"rtsp://127.0.0.1:{port}/test")
     try:
         server.send_signal(signal.SIGSTOP)  # the server still holds its sockets but sends nothing
