@@ -8,7 +8,6 @@ import signal
 import time
 
 import pytest
-
 from helpers import (
     free_port,
     metric,
