@@ -29,6 +29,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from typing import TypeGuard
 
 import cv2
 import numpy as np
@@ -181,6 +182,12 @@ def luma_range(gray: np.ndarray, luma: np.ndarray) -> str | None:
     return name if np.percentile(diffs[name], 99) <= LUMA_TOLERANCE else None
 
 
+def _is_jpeg(packet: np.ndarray | None, ok: bool) -> TypeGuard[np.ndarray]:
+    """Whether a raw-mode read (``cv2.VideoCapture.read`` with ``CAP_PROP_FORMAT`` -1) gave a
+    packet that starts as a JPEG picture (:data:`JPEG_START`)."""
+    return ok and packet is not None and packet.dtype == np.uint8 and bytes(packet.ravel()[:2]) == JPEG_START
+
+
 def jpeg_scale(shape: tuple[int, int], side: int) -> int:
     """The factor by which a JPEG frame of ``shape`` is decoded for a processing side of ``side``.
 
@@ -329,13 +336,8 @@ class OpenCVSource:
         raw = self._capture(raw=True)
         ok, packet = raw.read() if raw.isOpened() else (False, None)
         scale = jpeg_scale(shape, self.side)
-        if (
-            not ok
-            or packet is None
-            or packet.dtype != np.uint8
-            or bytes(packet.ravel()[:2]) != JPEG_START
-            or cv2.imdecode(packet, JPEG_SCALES[scale]) is None  # libjpeg reads this camera's pictures
-        ):
+        # libjpeg must read this camera's pictures
+        if not _is_jpeg(packet, ok) or cv2.imdecode(packet, JPEG_SCALES[scale]) is None:
             raw.release()
             return cap
         cap.release()
@@ -350,7 +352,7 @@ class OpenCVSource:
             for _ in range(n):
                 ok, packet = raw.read()
         raw.release()
-        if not ok or packet is None or packet.dtype != np.uint8 or bytes(packet.ravel()[:2]) != JPEG_START:
+        if not _is_jpeg(packet, ok):
             return False
         luma = cv2.imdecode(packet, cv2.IMREAD_GRAYSCALE)
         if luma is None or luma_range(gray, luma) != "full":
