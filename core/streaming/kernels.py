@@ -1769,14 +1769,17 @@ def warm() -> None:
     drop_specks(blob.copy(), np.ones((4, 4), np.float32), 20, 0.25, 3)
     uniform_shadow(img, img, on, on.copy(), 3, 5, np.float32(0.0025))
     light_moments(img, img, on, 2)
-    match_outside(samples, img[:2, :2].copy(), on[:2, :2], on[:2, :2], 2, one, 1, on[:2, :2].copy())
-    remnant_state(blob.copy(), blob.copy(), on[:4, :4], on[:4, :4], 8, on[:4, :4].copy(), on[:4, :4].copy())
+    # every array C-contiguous, as the model passes them: a view (layout 'A') is another
+    # signature, which the model's first call would then load or compile on its own thread
+    small, quarter = np.zeros((2, 2), bool), np.zeros((4, 4), bool)
+    match_outside(samples, img[:2, :2].copy(), small, small, 2, one, 1, small.copy())
+    remnant_state(blob.copy(), blob.copy(), quarter, quarter, 8, quarter.copy(), quarter.copy())
     feedback(on, on, on, 3, False, img.copy(), one, one, one, one, on.copy())
     components(blob)
     labels(blob, np.empty((4, 4), np.int32))
     ghost_evidence(img, img, blob.astype(np.int32), 2)
     cube = np.ones((2, 2, 2), np.float32)
     fused.sweep(
-        cube, cube.copy(), cube.copy(), cube, cube.copy(), img[:2, :2].copy(), img[:2, :2], one, one, True, True
+        cube, cube.copy(), cube.copy(), cube, cube.copy(), img[:2, :2].copy(), img[:2, :2].copy(), one, one, True, True
     )
     _warm = True

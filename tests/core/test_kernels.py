@@ -13,7 +13,7 @@ import sys
 import cv2
 import numpy as np
 import pytest
-from conftest import CDNET, ROOT, need
+from conftest import CDNET, MOTORWAY, ROOT, need
 from test_frame_model import frame, solved  # noqa: F401, F811 (solved: a fixture)
 
 from core.evaluation.scene import SyntheticScene
@@ -503,6 +503,58 @@ def test_on_an_empty_cache_the_kernels_compile_aside_and_take_over_with_the_same
         assert not list(pkg.rglob("*.nbi"))
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(pkg)], check=True)
+
+
+#: In a fresh process: the kernels warmed (core.streaming.kernels.warm), then a model with its refits
+#: on their thread fed a scene with a sudden dim (the light rule's frames), and each compiled
+#: function's signatures before and after, as JSON. A frame argument "motorway" reads the motorway
+#: video instead of the generated scene.
+SIGNATURES = """
+import json, sys
+import cv2, numba, numpy as np
+from core.evaluation.scene import SyntheticScene
+from core.solver import fused
+from core.streaming import kernels
+from core.streaming.background import KDRSDLBackgroundSubtractor
+
+def signatures():
+    return {f"{m.__name__}.{k}": [str(s) for s in v.signatures] for m in (kernels, fused)
+            for k, v in vars(m).items() if isinstance(v, numba.core.registry.CPUDispatcher)}
+
+kernels.warm()
+before = signatures()
+if sys.argv[1] == "motorway":
+    cap = cv2.VideoCapture(sys.argv[2])
+    frames = (cv2.cvtColor(cap.read()[1], cv2.COLOR_BGR2GRAY) for _ in range(600))
+else:
+    scene = SyntheticScene(96, 128, n_objects=3, seed=4)
+    frames = (scene.frame_uint8(t) for t in range(500))
+model = KDRSDLBackgroundSubtractor(async_refit=True)
+for t, f in enumerate(frames):
+    model.apply((f * 0.6).astype(np.uint8) if 300 <= t < 340 else f)
+    if t % 40 == 0:
+        model.wait_refit(10)
+model.close()
+print(json.dumps({"before": before, "after": signatures()}))
+"""
+
+
+@pytest.mark.parametrize("source", ["scene", pytest.param("motorway", marks=pytest.mark.shared_data)])
+def test_the_warmed_kernels_are_the_ones_the_model_calls(source):
+    # A call whose argument types (a view's layout 'A' against a C array) differ from every
+    # signature warm() made loads another from numba's cache, about 0.1 s, or compiles it on an
+    # empty cache, seconds, on the frames' thread: a worker that started on an empty cache once
+    # stalled 2.5 s at its first inline refit after the kernels took over, and each of its first
+    # ghost tests loaded another. The motorway video (ghost remnants tested against the samples
+    # outside them) reaches kernels.match_outside, which the generated scene does not.
+    args = [source, str(need(MOTORWAY))] if source == "motorway" else [source]
+    run = subprocess.run(
+        [sys.executable, "-c", SIGNATURES, *args], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    added = {k: v[len(seen["before"][k]) :] for k, v in seen["after"].items() if v != seen["before"][k]}
+    assert not added, added
 
 
 @pytest.mark.parametrize("seed", range(3))
