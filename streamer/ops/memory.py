@@ -11,9 +11,17 @@ pages: one arena for every thread (the main heap, which honours the trim thresho
 to :data:`MMAP_THRESHOLD` taken from it rather than mapped one by one, and up to
 :data:`TRIM_THRESHOLD` of free memory kept at its top. The worker's resident memory then stays
 at its peak, the refits' temporaries included, between refits (docs/design.md, "Processes").
+
+:func:`release_compiler_pages` drops from the process's resident set the pages of numba's
+compiler library (llvmlite's LLVM) once the model's kernels are loaded: loading them from numba's
+cache reads about 68 MiB of that library's code, which nothing runs again while no kernel is
+compiled (a worker compiles none once they are loaded: tests/core/test_kernels.py). The pages stay
+in the page cache, shared by every process that maps the library, and come back by a page fault
+if a compile ever needs them.
 """
 
 import ctypes
+import re
 
 # glibc's mallopt parameters (malloc.h).
 _M_TRIM_THRESHOLD = -1
@@ -28,8 +36,19 @@ MMAP_THRESHOLD = 32 * 2**20
 #: processing size (about 95 MB with the default window of 30).
 TRIM_THRESHOLD = 128 * 2**20
 
+#: madvise's advice that drops a mapping's pages from the resident set (sys/mman.h).
+_MADV_DONTNEED = 4
+#: The library whose pages :func:`release_compiler_pages` drops: LLVM, as llvmlite ships it.
+COMPILER_LIBRARY = "libllvmlite"
+
+_libc = ctypes.CDLL(None, use_errno=True)
 # glibc's mallopt, or None where the C library has none (musl, macOS).
-_mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+_mallopt = getattr(_libc, "mallopt", None)
+_madvise = getattr(_libc, "madvise", None)
+if _madvise is not None:
+    _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+#: A mapping's first line in /proc/PID/smaps: start-end perms offset dev inode [path].
+_MAPPING = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ \d+\s*(.*)$")
 
 
 def hold_freed_heap() -> bool:
@@ -48,3 +67,55 @@ def hold_freed_heap() -> bool:
         return False
     settings = ((_M_ARENA_MAX, 1), (_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
     return all(_mallopt(param, value) == 1 for param, value in settings)
+
+
+def _mappings(smaps: str) -> list[dict[str, int | str]]:
+    """The mappings of a /proc/PID/smaps text: ``start``, ``end`` (bytes), ``perms``, ``path`` and
+    each of its counters in KiB (``Rss``, ``Anonymous``, ``Private_Dirty``, ...)."""
+    out: list[dict[str, int | str]] = []
+    for line in smaps.splitlines():
+        m = _MAPPING.match(line)
+        if m:
+            out.append({"start": int(m[1], 16), "end": int(m[2], 16), "perms": m[3], "path": m[4]})
+        elif out and line.endswith(" kB"):
+            key, _, value = line.partition(":")
+            out[-1][key] = int(value.split()[0])
+    return out
+
+
+def release_compiler_pages(library: str = COMPILER_LIBRARY) -> int:
+    """Drop the resident pages of ``library``'s read-only mappings that hold the file's own bytes.
+
+    For each mapping of a file whose path contains ``library``, not writable and without a page
+    of its own (no anonymous or dirty page: a relocated page would lose its relocation),
+    ``madvise(MADV_DONTNEED)`` takes its pages out of this process's resident set. They stay in
+    the page cache; a later access faults them back in unchanged. Linux only.
+
+    Parameters
+    ----------
+    library : str
+        Part of the mapped file's path (default llvmlite's LLVM library).
+
+    Returns
+    -------
+    int
+        Bytes that were resident in the mappings released; 0 where there is no
+        ``/proc/self/smaps`` or no ``madvise`` (not Linux), or the library is not mapped.
+    """
+    if _madvise is None:
+        return 0
+    try:
+        with open("/proc/self/smaps") as f:
+            mappings = _mappings(f.read())
+    except OSError:
+        return 0
+    released = 0
+    for m in mappings:
+        if library not in str(m["path"]) or "w" in str(m["perms"]):
+            continue
+        if m.get("Anonymous", 1) or m.get("Private_Dirty", 1) or m.get("Shared_Dirty", 1):
+            continue
+        start, end = int(m["start"]), int(m["end"])
+        if _madvise(start, end - start, _MADV_DONTNEED) == 0:
+            released += int(m.get("Rss", 0)) * 1024
+    return released

@@ -38,7 +38,7 @@ from streamer.motion.events import FRAME
 from streamer.motion.snapshots import Frame, Snapshot, SnapshotDir, SnapshotTaker
 from streamer.motion.stage import MotionStage
 from streamer.motion.zones import ZoneError
-from streamer.ops.memory import hold_freed_heap
+from streamer.ops.memory import hold_freed_heap, release_compiler_pages
 from streamer.ops.metrics import WorkerMetrics, start_http
 from streamer.ops.threads import limit_threads
 from streamer.processes.intake import Intake
@@ -205,8 +205,8 @@ class _Worker:
             self.mqtt = MqttPublisher(cfg.mqtt, cfg.camera, [z.name for z in cfg.motion.zones], self.m, log)
         self.epoch, self.seq, self.rejected, self.event_seq, self.snapshot_seq = new_epoch(), 0, 0, 0, 0
         params = self.stage.model.params
-        # whether the kernels' state was logged: at once unless a child process still compiles them
-        self._kernels_told = params.kernel != "numba" or params.decision != "pixel" or self.stage.model.compiled
+        # whether the kernels' state was logged (at the first frame that finds them loaded or failed)
+        self._kernels_told = params.kernel != "numba" or params.decision != "pixel"
         ev = cfg.events
         self.snapshots = SnapshotTaker(ev.snapshot_quality) if ev.snapshots or ev.snapshot_dir else None
         self.snapshot_dir: SnapshotDir | None = None
@@ -264,11 +264,18 @@ class _Worker:
         return came
 
     def _tell_kernels(self, seq: int) -> None:
-        """Log, once, that the compiled kernels a child process compiled took over, or why they
-        could not (the model then stays on the numpy reference: the same masks, more CPU)."""
+        """Log, once, that the compiled kernels took over, or why they could not (the model then
+        stays on the numpy reference: the same masks, more CPU). Once they are loaded, the
+        compiler's pages leave the resident set (:func:`streamer.ops.memory.release_compiler_pages`)."""
         model = self.stage.model
         if model.compiled:
-            self.log.info("compiled kernels loaded: the per-pixel steps run compiled from frame %d", seq)
+            released = release_compiler_pages()
+            self.log.info(
+                "compiled kernels loaded: the per-pixel steps run compiled from frame %d "
+                "(%.0f MiB of the compiler's code pages released)",
+                seq,
+                released / 2**20,
+            )
             self._kernels_told = True
             return
         from core.streaming import kernels
