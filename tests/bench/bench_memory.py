@@ -4,7 +4,8 @@ Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_memory.py [--frames 1500]
 
 One process, as a worker's model: its imports (numpy, OpenCV, SciPy and the model's modules),
 numba's import, the kernels' module, the kernels loaded from numba's cache (:func:`core.streaming.
-kernels.warm`; the first run on an empty cache compiles them, 15-20 s), then a
+kernels.warm`; the first run on an empty cache compiles them, 15-20 s), the compiler's pages
+released as the worker releases them (:func:`streamer.ops.memory.release_compiler_pages`), then a
 :class:`KDRSDLBackgroundSubtractor` at its defaults fed the motorway video
 (``../shared/data/video/motorway_320x240.avi``, 320 x 240, read frame by frame and looped) for
 ``--frames`` frames, its refits on their thread, waited for every 50 frames. Printed: the resident
@@ -65,6 +66,10 @@ def main() -> None:
     step("the kernels' module")
     kernels.warm()
     step("the kernels loaded")
+    from streamer.ops.memory import release_compiler_pages
+
+    release_compiler_pages()  # as the worker does once they run
+    step("the compiler's pages released")
     model = KDRSDLBackgroundSubtractor()
     cap = cv2.VideoCapture(str(VIDEO))
     for t in range(args.frames):
