@@ -25,9 +25,10 @@ class KDRSDLState:
         The split (Stein) variable of the cores.
     R : ndarray, shape (N_state, r, r)
         The sparse (soft-thresholded) cores; ``L_i = M + A R_i B^T``.
-    E : ndarray, shape (N_state, m, n)
+    E : ndarray, shape (N_state, m, n), or None
         The sparse error (foreground) slices. Kept for the caller; a warm
-        start does not read it (its first E step makes E afresh).
+        start does not read it (its first E step makes E afresh), so a caller
+        that keeps the state only to warm-start may drop it (None).
     Lam : ndarray, shape (N_state, m, n)
         Unscaled Lagrange multipliers of ``X_i = A K_i B^T + E_i`` (Lambda).
     Y : ndarray, shape (N_state, r, r)
@@ -44,7 +45,7 @@ class KDRSDLState:
     B: np.ndarray
     K: np.ndarray
     R: np.ndarray
-    E: np.ndarray
+    E: Optional[np.ndarray]
     Lam: np.ndarray
     Y: np.ndarray
     M: Optional[np.ndarray]
@@ -101,7 +102,7 @@ def slide_state(state: KDRSDLState, s: int) -> KDRSDLState:
         state,
         K=state.K[s:],
         R=state.R[s:],
-        E=state.E[s:],
+        E=None if state.E is None else state.E[s:],
         Lam=state.Lam[s:],
         Y=state.Y[s:],
     )

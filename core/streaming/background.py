@@ -5,10 +5,9 @@ An OpenCV-style background subtractor (``apply(frame) -> fgmask``,
 can swap it in. Causal: a frame's mask uses that frame and earlier ones only.
 """
 
-import dataclasses
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 import cv2
@@ -143,7 +142,7 @@ class KDRSDLBackgroundSubtractor:
         for k in overrides:
             if not hasattr(params, k):
                 raise ValueError(f"unknown parameter {k!r}")
-        self.params = dataclasses.replace(params, **overrides).validate()
+        self.params = replace(params, **overrides).validate()
         if self.params.kernel == "numba" and self.params.decision == "pixel":
             _warm_kernels()
         self._refitter = Refitter(self.params.async_refit)
@@ -628,7 +627,12 @@ class KDRSDLBackgroundSubtractor:
         return bool(np.count_nonzero(moved) < allowed)
 
     def _install_state(self, state: KDRSDLState | None, sigma: np.ndarray | None) -> None:
-        """Make ``state`` (and the spread ``sigma``) the model's window solution."""
+        """Make ``state`` (and the spread ``sigma``) the model's window solution, without its
+        sparse part ``E``: the refit that made it has already drawn the spread and the samples
+        from it, and a warm start does not read it (the window's size in float32: 8.8 MiB at
+        320 x 240, held between refits and written into every checkpoint)."""
+        if state is not None and state.E is not None:
+            state = replace(state, E=None)
         self._state, self._sigma = state, sigma
         if state is not None and self.params.frame_model == "last":
             self._last_bg = last_background(state)

@@ -232,5 +232,5 @@ def map_state(state: KDRSDLState, change: LightChange) -> KDRSDLState:
         M=None if state.M is None else g * state.M + b,
         R=g * state.R,
         K=g * state.K,
-        E=g * state.E,
+        E=None if state.E is None else g * state.E,
     )

@@ -29,7 +29,7 @@ VERSION = 4
 COUNTERS = ("result_start", "n_frames")
 #: The parts that give and take their own state; their arrays are stored as ``<part>_<name>``.
 PARTS = ("window", "decision", "samples", "ghosts")
-_STATE_ARRAYS = ("A", "B", "K", "R", "E", "Lam", "Y", "M")
+_STATE_ARRAYS = ("A", "B", "K", "R", "Lam", "Y", "M")
 _STATE_SCALARS = ("mu", "muK", "muK0")
 
 
@@ -104,7 +104,8 @@ def to_arrays(snap: ModelSnapshot, params: BackgroundParams) -> dict[str, np.nda
     dict of str to ndarray
         ``version``, ``settings``, ``frame_shape`` (2,) int64, ``counters`` (2,) int64, ``lam``
         float64, ``<part>_<name>`` for each part's arrays, and when present ``state_<name>`` for
-        A, B, K, R, E, Lam, Y, M, mu, muK, muK0 and ``sigma``.
+        A, B, K, R, Lam, Y, M, mu, muK, muK0 and ``sigma``. The state's ``E``, which a warm start
+        does not read, is not saved (the model drops it when it installs a solution).
     """
     out: dict[str, np.ndarray | np.generic] = {
         "version": np.int64(VERSION),
@@ -184,11 +185,13 @@ def _from_arrays(ckpt, params):
 
 
 def _state(ckpt, small, solved, window):
-    """The window solution: A, B, cores, E and duals at the refit resolution ``solved``, M at the
-    processing resolution ``small`` (core.streaming.coarse)."""
+    """The window solution: A, B, cores and duals at the refit resolution ``solved``, M at the
+    processing resolution ``small`` (core.streaming.coarse). A checkpoint made before the model
+    dropped ``E`` holds it (``state_E``); it is not read."""
     st = KDRSDLState(
         **{n: np.asarray(ckpt["state_" + n]) for n in _STATE_ARRAYS},
         **{n: float(ckpt["state_" + n]) for n in _STATE_SCALARS},
+        E=None,
     )
     n_slices, r = st.n_slices, st.rank
     shapes = {
@@ -197,7 +200,6 @@ def _state(ckpt, small, solved, window):
         "K": (n_slices, r, r),
         "R": (n_slices, r, r),
         "Y": (n_slices, r, r),
-        "E": (n_slices,) + solved,
         "Lam": (n_slices,) + solved,
         "M": small,
     }
