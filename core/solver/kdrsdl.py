@@ -119,6 +119,8 @@ def _validate_X(X):
         )
     if not np.isfinite(X).all():
         raise ValueError("X contains non-finite values (NaN or inf)")
+    if X.transpose(1, 0, 2).flags.c_contiguous:  # already the loop's unfolded layout: no copy
+        return X
     return np.ascontiguousarray(X)
 
 
@@ -517,6 +519,8 @@ def kdrsdl(
     X : ndarray, shape (N, m, n), float32 or float64
         N frames of m x n pixels, values typically in [0, 1] (the defaults of
         ``lam`` and ``alpha`` assume that scale). float32 is computed in float32.
+        A :func:`core.solver.products.fold` view of an unfolded (m, N, n) array is solved in
+        its own memory; any other layout is copied into that one.
     rank : int, optional
         Dictionary size r, 1 <= r <= min(m, n). Default min(m, n) (the authors');
         20-40 suffice for a static video background and cost far less.

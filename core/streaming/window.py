@@ -15,6 +15,8 @@ from typing import Optional
 
 import numpy as np
 
+from core.solver.products import fold
+
 #: Refits in a row at which the background held still before refits take ``still_interval``.
 STILL_REFITS = 2
 
@@ -50,8 +52,17 @@ class WindowFrames:
     until: np.ndarray | None = None
 
     def stack(self) -> np.ndarray:
-        """The frames as one array, shape (N, m, n), float32, oldest first, adopted pixels applied."""
-        X = np.stack(self.frames)
+        """The frames as one array, shape (N, m, n), float32, oldest first, adopted pixels applied.
+
+        Laid out as the solver unfolds a window, (m, N, n) C-contiguous, and returned as its
+        :func:`core.solver.products.fold` view: the solver then works on this memory rather than
+        on a copy of it (a window's size less at a refit's peak: 9.2 MB at 320 x 240).
+        """
+        first = self.frames[0]
+        U = np.empty((first.shape[0], len(self.frames), first.shape[1]), np.float32)
+        for k, frame in enumerate(self.frames):
+            U[:, k, :] = frame
+        X = fold(U)
         if self.adopted is not None and self.until is not None:
             for k in range(len(X)):  # frames[k] is entry first + k
                 np.copyto(X[k], self.adopted, where=self.until > self.first + k)
