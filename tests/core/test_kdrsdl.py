@@ -9,7 +9,7 @@ import pytest
 from core import ConvergenceWarning, kdrsdl, slide_state
 from core.evaluation.scene import SyntheticScene
 from core.evaluation.synthetic import synthetic_tensor
-from core.solver.products import fold, unfold
+from core.solver.products import fold
 
 
 def rel(a, b):
