@@ -522,6 +522,9 @@ def test_a_motion_jpeg_file_reaches_the_socket_at_the_processing_size_past_a_cor
     try:
         got = [decode(pull.recv_multipart(), "frame") for _ in range(11) if pull.poll(20000)]
         end = decode_end(pull.recv_multipart()) if pull.poll(20000) else None
+        # at the file's end the capture exits by itself; a SIGTERM sent while it does (CI,
+        # 2026-11-30: rc -15 after its last log line) would race its own exit
+        cap.wait(timeout=60)
     finally:
         rc, _, err = stop(cap, timeout=60)
         pull.close()
