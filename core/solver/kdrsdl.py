@@ -206,26 +206,32 @@ def _warm_init(X, init, r, mean, mu0, rho, backoff, lam, alpha, rebalance):
     scale_A, scale_B, scale_R = _balance(A, init.R, B, alpha) if rebalance else (1.0, 1.0, 1.0)
     A *= scale_A
     B *= scale_B
+    # Back mu off from its final (possibly capped) value so that the E threshold
+    # lam/mu is not ~0 (which freezes the background), and scale muK by the same factor
+    # so that mu/muK is unchanged (docs/algorithm.md, "Warm start").
+    mu = float(max(mu0, init.mu * rho ** (-backoff)))
+    muK = float(init.muK * (mu / init.mu))
+    new = None
+    if N > N_old:
+        # New slices: a robust fit on the kept A, B (and M), with mu ramped from these
+        # frames' mu0 up to the window's mu, so that E, Lambda and the cores of the new
+        # frames are consistent with the penalty they continue at (a plain
+        # least-squares core with E = 0 lets E absorb the whole residual at large mu).
+        # Made before the window's Lambda, so that the fit's temporaries and that window-sized
+        # array are never held at once; the frames C-contiguous whatever X's layout.
+        Xnew = np.subtract(X[N_old:], M, order="C") if mean else np.ascontiguousarray(X[N_old:])
+        fit = fit_cores(A, B, Xnew, lam=lam, alpha=alpha, mu_end=mu, mu_ratio=mu / muK, rho=rho)
+        new = (fit.K, fit.R, fit.Lam, fit.Y)  # not the fit's E: the first iteration makes E
+        del Xnew, fit
     # init.E is not needed: the first iteration makes E from X, M, A K B^T and Lambda.
     Lam = np.zeros((m, N, n), dtype=dt)
     Y = np.zeros_like(K)
     R = np.empty_like(K)
     for U, old, scale in ((K, init.K, scale_R), (Lam, init.Lam, 1.0), (Y, init.Y, scale_R), (R, init.R, scale_R)):
         np.multiply(old.transpose(1, 0, 2), scale, out=U[:, :N_old])
-    # Back mu off from its final (possibly capped) value so that the E threshold
-    # lam/mu is not ~0 (which freezes the background), and scale muK by the same factor
-    # so that mu/muK is unchanged (docs/algorithm.md, "Warm start").
-    mu = float(max(mu0, init.mu * rho ** (-backoff)))
-    muK = float(init.muK * (mu / init.mu))
-    if N > N_old:
-        # New slices: a robust fit on the kept A, B (and M), with mu ramped from these
-        # frames' mu0 up to the window's mu, so that E, Lambda and the cores of the new
-        # frames are consistent with the penalty they continue at (a plain
-        # least-squares core with E = 0 lets E absorb the whole residual at large mu).
-        Xnew = X[N_old:] - M if mean else X[N_old:]
-        fit = fit_cores(A, B, np.ascontiguousarray(Xnew), lam=lam, alpha=alpha, mu_end=mu, mu_ratio=mu / muK, rho=rho)
-        for U, new in ((K, fit.K), (R, fit.R), (Lam, fit.Lam), (Y, fit.Y)):
-            U[:, N_old:] = new.transpose(1, 0, 2)
+    if new is not None:
+        for U, a in zip((K, R, Lam, Y), new, strict=True):
+            U[:, N_old:] = a.transpose(1, 0, 2)
     return A, B, K, R, Lam, Y, M, init.muK0, mu, muK
 
 
@@ -271,9 +277,13 @@ class _Pixels:
 
     Two scaled variables stand for S and Lambda (the same iterates, fewer passes; :func:`_sweep`):
     ``T = S / mu = Xt + Lambda / mu`` and ``Q = Lambda / mu``, with mu the penalty of the E step
-    that reads them. ``TB`` is ``T_i B`` (m, N, r), made block by block with ``T``. ``E`` is
-    double-buffered (``E``, ``E_prev``): a sweep makes iteration k + 1's E before iteration k's
-    criterion is known. ``W`` and ``LK`` are block scratch (rows of the largest block, N, n).
+    that reads them. ``TB`` is ``T_i B`` (m, N, r), made block by block with ``T``. A sweep makes
+    iteration k + 1's E before iteration k's criterion is known, and reads no E: where that
+    criterion is computed (it may stop the solve, which then returns iteration k's E), the new E
+    goes to a second buffer, ``E_prev`` (made at the first such sweep; None until then), elsewhere
+    over the old one (a warm refit on its budget computes it only at its last iteration, which
+    makes no new E: a window less in memory). ``W`` and ``LK`` are block scratch (rows of the
+    largest block, N, n).
     """
 
     X1: np.ndarray
@@ -283,7 +293,7 @@ class _Pixels:
     Q: np.ndarray
     TB: np.ndarray
     E: np.ndarray
-    E_prev: np.ndarray
+    E_prev: np.ndarray | None
     W: np.ndarray
     LK: np.ndarray
     blocks: list[slice]
@@ -303,7 +313,7 @@ class _Pixels:
             Q=Lam,
             TB=np.empty((m, N, r), dtype=X1.dtype),
             E=np.empty_like(X1),
-            E_prev=np.empty_like(X1),
+            E_prev=None,
             W=np.empty((k_max, N, n), dtype=X1.dtype),
             LK=np.empty((k_max, N, n), dtype=X1.dtype),
             blocks=blocks,
@@ -659,13 +669,15 @@ def kdrsdl(
     for it in range(max_iter + 1):
         _check(cancel)
         final = it == max_iter
-        if not final:
+        # the criterion can stop the solve only where its split half is below tol
+        needed = not lazy_criterion or final or (AR is not None and err_split[-1] < tol)
+        if not final and needed:  # keep iteration k's E and M: the criterion may stop here
+            if px.E_prev is None:
+                px.E_prev = np.empty_like(px.E)
             px.E, px.E_prev = px.E_prev, px.E
             if M is not None:
                 M_prev = M.copy()
         c = 1.0 if AR is None else dt.type(mu_prev / mu)  # mu_k / mu_{k+1}
-        # the criterion can stop the solve only where its split half is below tol
-        needed = not lazy_criterion or final or (AR is not None and err_split[-1] < tol)
         parts = [_sweep(px, rows, AK, AR, B, M, c, None if final else px.E, mu, needed, fused) for rows in px.blocks]
         if AR is not None:
             err_rec.append(float(np.max(np.sqrt(np.sum(parts, axis=0)) / X_norms_safe)) if needed else np.nan)
@@ -674,6 +686,7 @@ def kdrsdl(
             if err_rec[-1] < tol and err_split[-1] < tol:
                 converged = True
                 if not final:  # this sweep already made the next E and M: undo
+                    assert px.E_prev is not None  # a sweep that computes the criterion keeps it
                     px.E, M = px.E_prev, M_prev
                 break
         if final:

@@ -72,14 +72,17 @@ def pixel_spread(
         ``sqrt(pi/2)`` times the mean absolute deviation from ``M`` of the kept samples
         (the Gaussian sigma); 0 where every sample was left out (the floor then applies).
     """
-    dev = np.abs(X - M[None], dtype=np.float32)
-    keep = np.abs(E) <= e_cut
+    # one window-sized float array at a time (a refit's peak of memory): made and zeroed in place
+    dev = np.subtract(X, M[None], dtype=np.float32)
+    np.abs(dev, out=dev)
+    keep = (E <= e_cut) & (E >= -e_cut)  # |E| <= e_cut
     if fg is not None:
         keep &= ~fg
     if far is not None:
         keep &= ~far
     n = keep.sum(axis=0)
-    total = np.where(keep, dev, 0).sum(axis=0, dtype=np.float32)
+    np.multiply(dev, keep, out=dev)  # a sample left out counts +0 (dev >= 0)
+    total = dev.sum(axis=0, dtype=np.float32)
     return (MEAN_ABS_TO_SIGMA * total / np.maximum(n, 1)).astype(np.float32)
 
 

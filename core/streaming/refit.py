@@ -255,7 +255,9 @@ def solve_window(
             res = dataclasses.replace(res, M=M, state=dataclasses.replace(res.state, M=M))
         far = None
         if s.still_cut is not None and still is not None and s.spread:
-            far = np.abs(X - M) > np.float32(s.still_cut)
+            dev = np.subtract(X, M)  # |X - M| in one window-sized array
+            far = np.abs(dev, out=dev) > np.float32(s.still_cut)
+            del dev
             # passing objects are the window's minority; where most samples are far, the
             # background itself is changing (an object that stopped, a car that left): E decides
             far &= still & (np.count_nonzero(far, axis=0) * 2 <= len(X))

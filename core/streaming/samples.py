@@ -146,7 +146,7 @@ def window_samples(
     """
     N = X.shape[0]
     out = np.empty((X.shape[1] * X.shape[2], k), np.uint8)
-    flagged = np.abs(E) > e_cut
+    flagged = (E > e_cut) | (E < -e_cut)  # |E| > e_cut, without a window-sized float array
     if far is not None:
         flagged |= far
     # an object stays: flagged in two window entries in a row; a moving background flickers
