@@ -161,6 +161,21 @@ def test_a_window_in_the_unfolded_layout_is_solved_in_its_own_memory_to_the_same
     assert abs(peaks[0] - peaks[1] - X.nbytes) < 0.1 * X.nbytes, (peaks, X.nbytes)
 
 
+def test_a_solve_on_a_budget_holds_one_buffer_of_E():
+    # A sweep makes the next E before the criterion that may stop the solve is known; only where
+    # that criterion is computed must the E before be kept. With lazy_criterion and a tol no
+    # iteration meets, that is the last iteration alone, which makes no new E: a window less.
+    scene = SyntheticScene(48, 64, seed=5)
+    X = np.stack([scene.frame(t) for t in range(20)]).astype(np.float32)
+    peaks = []
+    for lazy in (False, True):
+        tracemalloc.start()
+        kdrsdl(X, 6, mean=True, tol=1e-12, max_iter=6, warn=False, lazy_criterion=lazy, compiled=False)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert abs(peaks[0] - peaks[1] - X.nbytes) < 0.1 * X.nbytes, (peaks, X.nbytes)
+
+
 def test_mu_is_capped_at_1e7_mu0():
     d = synthetic_tensor(5, 12, 10, 10, 3, 3, 0.1, rng=3)
     with warnings.catch_warnings():
