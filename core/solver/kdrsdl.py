@@ -634,8 +634,10 @@ def kdrsdl(
     ``S / mu`` and ``Lambda / mu`` stand for S and Lambda (see :func:`_sweep`): the
     same iterates as the paper's, in fewer passes over memory. When the criterion
     of iteration k is met, the E and M that the sweep already made for k + 1 are
-    discarded (E is double-buffered). Results are returned as (N, ...) views of
-    the unfolded arrays: ``E``, ``R`` and the state's stacks are not C-contiguous.
+    discarded (E is double-buffered at the iterations whose criterion is computed;
+    with ``lazy_criterion`` a solve that never nears ``tol`` holds one E). Results
+    are returned as (N, ...) views of the unfolded arrays: ``E``, ``R`` and the
+    state's stacks are not C-contiguous.
     """
     X, r, lam, alpha, tol, rho, backoff = _check_args(X, rank, lam, alpha, tol, rho, max_iter, init, backoff)
     N, m, n = X.shape
