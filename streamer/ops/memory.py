@@ -1,7 +1,7 @@
 """The worker's heap: a refit's freed temporaries kept for the next refit, not faulted in afresh.
 
-A refit allocates and frees about six window-sized temporaries (50 MiB at 320 x 240, window 30)
-on its own thread. glibc gives that thread an arena of its own, made of 64 MiB heaps, and unmaps
+A refit allocates and frees about four window-sized temporaries and the window's masks (42 MiB at
+320 x 240, window 30; docs/results.md, "Speed") on its own thread. glibc gives that thread an arena of its own, made of 64 MiB heaps, and unmaps
 a heap as soon as it is empty, whatever its thresholds. Every refit then faulted its temporaries
 back in, the kernel zeroing each page: a fifth of the refit thread's CPU at 320 x 240
 (docs/results.md, "Cameras per core").
@@ -33,7 +33,7 @@ _M_ARENA_MAX = -8
 #: the sizes freed, up to the same 32 MiB.
 MMAP_THRESHOLD = 32 * 2**20
 #: Free memory the heap keeps at its top, bytes: more than a refit's temporaries at the largest
-#: processing size (about 95 MB with the default window of 30).
+#: processing size (about 70 MB with the default window of 30).
 TRIM_THRESHOLD = 128 * 2**20
 
 #: madvise's advice that drops a mapping's pages from the resident set (sys/mman.h).
