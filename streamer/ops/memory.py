@@ -1,10 +1,10 @@
 """The worker's heap: a refit's freed temporaries kept for the next refit, not faulted in afresh.
 
 A refit allocates and frees about four window-sized temporaries and the window's masks (42 MiB at
-320 x 240, window 30; docs/results.md, "Speed") on its own thread. glibc gives that thread an arena of its own, made of 64 MiB heaps, and unmaps
-a heap as soon as it is empty, whatever its thresholds. Every refit then faulted its temporaries
-back in, the kernel zeroing each page: a fifth of the refit thread's CPU at 320 x 240
-(docs/results.md, "Cameras per core").
+320 x 240, window 30; docs/results.md, "Speed") on its own thread. glibc gives that thread an
+arena of its own, made of 64 MiB heaps, and unmaps a heap as soon as it is empty, whatever its
+thresholds. Every refit then faulted its temporaries back in, the kernel zeroing each page: a
+fifth of the refit thread's CPU at 320 x 240 (docs/results.md, "Cameras per core").
 
 :func:`hold_freed_heap` sets glibc's allocator (``mallopt``) so that the process keeps those
 pages: one arena for every thread (the main heap, which honours the trim threshold), arrays up
