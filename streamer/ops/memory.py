@@ -12,12 +12,14 @@ to :data:`MMAP_THRESHOLD` taken from it rather than mapped one by one, and up to
 :data:`TRIM_THRESHOLD` of free memory kept at its top. The worker's resident memory then stays
 at its peak, the refits' temporaries included, between refits (docs/design.md, "Processes").
 
-:func:`release_compiler_pages` drops from the process's resident set the pages of numba's
-compiler library (llvmlite's LLVM) once the model's kernels are loaded: loading them from numba's
-cache reads about 68 MiB of that library's code, which nothing runs again while no kernel is
-compiled (a worker compiles none once they are loaded: tests/core/test_kernels.py). The pages stay
-in the page cache, shared by every process that maps the library, and come back by a page fault
-if a compile ever needs them.
+:func:`release_file_pages` drops from the process's resident set the pages of the files it maps
+read-only (its libraries' code and constants) once its start is over: the start reads much that
+nothing runs again. Loading the model's kernels from numba's cache alone reads about 68 MiB of
+LLVM's code (llvmlite's library), which nothing runs while no kernel is compiled (a worker compiles
+none once they are loaded: tests/core/test_kernels.py); the imports and the libraries' initialisers
+read tens of MiB more. The pages stay in the page cache, shared by every process that maps the
+files, and those that the process runs again come back by a page fault: what stays resident is
+what it uses.
 """
 
 import ctypes
@@ -38,7 +40,8 @@ TRIM_THRESHOLD = 128 * 2**20
 
 #: madvise's advice that drops a mapping's pages from the resident set (sys/mman.h).
 _MADV_DONTNEED = 4
-#: The library whose pages :func:`release_compiler_pages` drops: LLVM, as llvmlite ships it.
+#: numba's compiler library, LLVM as llvmlite ships it: the largest part of what
+#: :func:`release_file_pages` drops in a worker.
 COMPILER_LIBRARY = "libllvmlite"
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -83,24 +86,25 @@ def _mappings(smaps: str) -> list[dict[str, int | str]]:
     return out
 
 
-def release_compiler_pages(library: str = COMPILER_LIBRARY) -> int:
-    """Drop the resident pages of ``library``'s read-only mappings that hold the file's own bytes.
+def release_file_pages(library: str | None = None) -> int:
+    """Drop the resident pages of the read-only file mappings that hold the file's own bytes.
 
-    For each mapping of a file whose path contains ``library``, not writable and without a page
-    of its own (no anonymous or dirty page: a relocated page would lose its relocation),
-    ``madvise(MADV_DONTNEED)`` takes its pages out of this process's resident set. They stay in
-    the page cache; a later access faults them back in unchanged. Linux only.
+    For each mapping of a file (of every file, or of those whose path contains ``library``), not
+    writable and without a page of its own (no anonymous or dirty page: a relocated page would
+    lose its relocation), ``madvise(MADV_DONTNEED)`` takes its pages out of this process's
+    resident set. They stay in the page cache; a later access faults them back in unchanged.
+    Linux only.
 
     Parameters
     ----------
-    library : str
-        Part of the mapped file's path (default llvmlite's LLVM library).
+    library : str, optional
+        Part of the mapped file's path; None (default) = every mapped file.
 
     Returns
     -------
     int
         Bytes that were resident in the mappings released; 0 where there is no
-        ``/proc/self/smaps`` or no ``madvise`` (not Linux), or the library is not mapped.
+        ``/proc/self/smaps`` or no ``madvise`` (not Linux), or no such file is mapped.
     """
     if _madvise is None:
         return 0
@@ -111,8 +115,9 @@ def release_compiler_pages(library: str = COMPILER_LIBRARY) -> int:
         return 0
     released = 0
     for m in mappings:
-        if library not in str(m["path"]) or "w" in str(m["perms"]):
-            continue
+        path = str(m["path"])
+        if not path.startswith("/") or (library is not None and library not in path) or "w" in str(m["perms"]):
+            continue  # not a file ([heap], [stack], [vdso], anonymous), not the library, or writable
         if m.get("Anonymous", 1) or m.get("Private_Dirty", 1) or m.get("Shared_Dirty", 1):
             continue
         start, end = int(m["start"]), int(m["end"])

@@ -38,7 +38,7 @@ from streamer.motion.events import FRAME
 from streamer.motion.snapshots import Frame, Snapshot, SnapshotDir, SnapshotTaker
 from streamer.motion.stage import MotionStage
 from streamer.motion.zones import ZoneError
-from streamer.ops.memory import hold_freed_heap, release_compiler_pages
+from streamer.ops.memory import hold_freed_heap, release_file_pages
 from streamer.ops.metrics import WorkerMetrics, start_http
 from streamer.ops.threads import limit_threads
 from streamer.processes.intake import Intake
@@ -265,14 +265,15 @@ class _Worker:
 
     def _tell_kernels(self, seq: int) -> None:
         """Log, once, that the compiled kernels took over, or why they could not (the model then
-        stays on the numpy reference: the same masks, more CPU). Once they are loaded, the
-        compiler's pages leave the resident set (:func:`streamer.ops.memory.release_compiler_pages`)."""
+        stays on the numpy reference: the same masks, more CPU). Once they are loaded, the start
+        is over: the pages it read from the libraries, the compiler's among them, leave the
+        resident set (:func:`streamer.ops.memory.release_file_pages`)."""
         model = self.stage.model
         if model.compiled:
-            released = release_compiler_pages()
+            released = release_file_pages()
             self.log.info(
                 "compiled kernels loaded: the per-pixel steps run compiled from frame %d "
-                "(%.0f MiB of the compiler's code pages released)",
+                "(%.0f MiB of the libraries' pages released, the compiler's among them)",
                 seq,
                 released / 2**20,
             )

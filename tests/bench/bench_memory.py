@@ -4,12 +4,14 @@ Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_memory.py [--frames 1500]
 
 One process, as a worker's model: its imports (numpy, OpenCV, SciPy and the model's modules),
 numba's import, the kernels' module, the kernels loaded from numba's cache (:func:`core.streaming.
-kernels.warm`; the first run on an empty cache compiles them, 15-20 s), the compiler's pages
-released as the worker releases them (:func:`streamer.ops.memory.release_compiler_pages`), then a
+kernels.warm`; the first run on an empty cache compiles them, 15-20 s), the pages read from the
+libraries released as the worker releases them once its kernels run (the compiler's among them:
+:func:`streamer.ops.memory.release_file_pages`), then a
 :class:`KDRSDLBackgroundSubtractor` at its defaults fed the motorway video
 (``../shared/data/video/motorway_320x240.avi``, 320 x 240, read frame by frame and looped) for
 ``--frames`` frames, its refits on their thread, waited for every 50 frames. Printed: the resident
-memory (``VmRSS``) after each step and what the step added, MiB, and at the end the peak
+memory (``VmRSS``) after each step, what the step added, and its anonymous and file-backed parts
+(``RssAnon``, ``RssFile``: the libraries' pages), MiB, and at the end the peak
 (``VmHWM``): the refits' temporaries at their largest. ``--held`` first sets glibc's allocator as
 the worker does (:func:`streamer.ops.memory.hold_freed_heap`), which keeps a refit's freed
 temporaries resident for the next one; ``--trim`` instead returns the free heap to the system
@@ -27,9 +29,9 @@ VIDEO = ROOT.parent / "shared" / "data" / "video" / "motorway_320x240.avi"
 
 
 def status() -> dict[str, int]:
-    """``VmRSS`` and ``VmHWM`` of this process, MiB."""
+    """``VmRSS``, ``VmHWM``, ``RssAnon`` and ``RssFile`` of this process, MiB."""
     fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
-    return {k: int(fields[k].split()[0]) // 1024 for k in ("VmRSS", "VmHWM")}
+    return {k: int(fields[k].split()[0]) // 1024 for k in ("VmRSS", "VmHWM", "RssAnon", "RssFile")}
 
 
 def main() -> None:
@@ -49,8 +51,10 @@ def main() -> None:
 
     def step(name: str) -> None:
         nonlocal last
-        rss = status()["VmRSS"]
-        print(f"{name:40s} {rss:5d} MiB ({rss - last:+d})", flush=True)
+        now = status()
+        rss = now["VmRSS"]
+        parts = f"anonymous {now['RssAnon']}, files {now['RssFile']}"
+        print(f"{name:40s} {rss:5d} MiB ({rss - last:+4d}; {parts})", flush=True)
         last = rss
 
     import cv2
@@ -66,10 +70,10 @@ def main() -> None:
     step("the kernels' module")
     kernels.warm()
     step("the kernels loaded")
-    from streamer.ops.memory import release_compiler_pages
+    from streamer.ops.memory import release_file_pages
 
-    release_compiler_pages()  # as the worker does once they run
-    step("the compiler's pages released")
+    release_file_pages()  # as the worker does once they run
+    step("the libraries' pages released")
     model = KDRSDLBackgroundSubtractor()
     cap = cv2.VideoCapture(str(VIDEO))
     for t in range(args.frames):
