@@ -204,9 +204,9 @@ class _Worker:
         if cfg.mqtt.host is not None:
             self.mqtt = MqttPublisher(cfg.mqtt, cfg.camera, [z.name for z in cfg.motion.zones], self.m, log)
         self.epoch, self.seq, self.rejected, self.event_seq, self.snapshot_seq = new_epoch(), 0, 0, 0, 0
-        params = self.stage.model.params
-        # whether the kernels' state was logged (at the first frame that finds them loaded or failed)
-        self._kernels_told = params.kernel != "numba" or params.decision != "pixel"
+        # whether the start is over (_tell_kernels: at the first frame that finds the kernels loaded
+        # or failed, or the first frame on numpy)
+        self._kernels_told = False
         ev = cfg.events
         self.snapshots = SnapshotTaker(ev.snapshot_quality) if ev.snapshots or ev.snapshot_dir else None
         self.snapshot_dir: SnapshotDir | None = None
@@ -264,26 +264,31 @@ class _Worker:
         return came
 
     def _tell_kernels(self, seq: int) -> None:
-        """Log, once, that the compiled kernels took over, or why they could not (the model then
-        stays on the numpy reference: the same masks, more CPU). Once they are loaded, the start
-        is over: the pages it read from the libraries, the compiler's among them, leave the
-        resident set (:func:`streamer.ops.memory.release_file_pages`)."""
+        """End the start, once: at the first frame that runs the per-pixel steps the worker keeps.
+
+        Those are the compiled kernels once a thread has loaded them, or the numpy reference (by
+        configuration, or because the kernels could not load: logged with the reason; the same
+        masks, more CPU). The pages the start read from the libraries, the compiler's among them,
+        then leave the resident set (:func:`streamer.ops.memory.release_file_pages`)."""
         model = self.stage.model
+        params = model.params
+        if params.kernel == "numba" and params.decision == "pixel" and not model.compiled:
+            from core.streaming import kernels
+
+            if (why := kernels.failure()) is None:
+                return  # still loading: numpy meanwhile
+            self.log.warning("the per-pixel steps stay on numpy (the same masks, more CPU): %s", why)
+        released = release_file_pages() / 2**20
         if model.compiled:
-            released = release_file_pages()
             self.log.info(
                 "compiled kernels loaded: the per-pixel steps run compiled from frame %d "
                 "(%.0f MiB of the libraries' pages released, the compiler's among them)",
                 seq,
-                released / 2**20,
+                released,
             )
-            self._kernels_told = True
-            return
-        from core.streaming import kernels
-
-        if (why := kernels.failure()) is not None:
-            self.log.warning("the per-pixel steps stay on numpy (the same masks, more CPU): %s", why)
-            self._kernels_told = True
+        else:
+            self.log.info("started: %.0f MiB of the libraries' pages released at frame %d", released, seq)
+        self._kernels_told = True
 
     def process(self, msg: Message, pub: zmq.Socket) -> None:
         """One frame: the model, its facts into metrics, the mask and its events published.
