@@ -532,6 +532,9 @@ def run_worker(
     m = WorkerMetrics(cfg.camera, [z.name for z in cfg.motion.zones] or [FRAME], mqtt=cfg.mqtt.host is not None)
     m.serve(cfg.worker.metrics_port, cfg.worker.metrics_address)
     sockets = _Sockets(cfg.worker, log)
+    # the pages the imports read and nothing runs again, out of the resident set before the
+    # kernels' loading reads the compiler's (streamer.ops.memory; the rest at _tell_kernels)
+    imports_released = release_file_pages() / 2**20
     t0 = time.perf_counter()
     worker = _Worker(cfg, log, m)  # the model's compiled kernels start loading, or compiling on an empty cache
     model = worker.stage.model
@@ -541,7 +544,12 @@ def run_worker(
 
         how = "compiling in a child process" if kernels.compiling() else "loading from numba's cache"
         kernel += f", {how} (numpy, the same masks, until then)"
-    log.info("model ready in %.1f s (per-pixel steps: %s)", time.perf_counter() - t0, kernel)
+    log.info(
+        "model ready in %.1f s (per-pixel steps: %s; %.0f MiB of the imports' pages released)",
+        time.perf_counter() - t0,
+        kernel,
+        imports_released,
+    )
     view_server = None
     if worker.view is not None:
         view_server = start_http(worker.view.app, cfg.view.address, cfg.view.port, "view")
