@@ -204,9 +204,9 @@ class _Worker:
         if cfg.mqtt.host is not None:
             self.mqtt = MqttPublisher(cfg.mqtt, cfg.camera, [z.name for z in cfg.motion.zones], self.m, log)
         self.epoch, self.seq, self.rejected, self.event_seq, self.snapshot_seq = new_epoch(), 0, 0, 0, 0
-        # whether the start is over (_tell_kernels: at the first frame that finds the kernels loaded
+        # whether the start is over (_end_start: at the first frame that finds the kernels loaded
         # or failed, or the first frame on numpy)
-        self._kernels_told = False
+        self._started = False
         ev = cfg.events
         self.snapshots = SnapshotTaker(ev.snapshot_quality) if ev.snapshots or ev.snapshot_dir else None
         self.snapshot_dir: SnapshotDir | None = None
@@ -263,7 +263,7 @@ class _Worker:
         self.m.backlog.set(len(self.intake))
         return came
 
-    def _tell_kernels(self, seq: int) -> None:
+    def _end_start(self, seq: int) -> None:
         """End the start, once: at the first frame that runs the per-pixel steps the worker keeps.
 
         Those are the compiled kernels once a thread has loaded them, or the numpy reference (by
@@ -288,7 +288,7 @@ class _Worker:
             )
         else:
             self.log.info("started: %.0f MiB of the libraries' pages released at frame %d", released, seq)
-        self._kernels_told = True
+        self._started = True
 
     def process(self, msg: Message, pub: zmq.Socket) -> None:
         """One frame: the model, its facts into metrics, the mask and its events published.
@@ -319,8 +319,8 @@ class _Worker:
             self.m.dropped["error"].inc()
             return
         self.m.solve_duration.observe(report.seconds)
-        if not self._kernels_told:
-            self._tell_kernels(h["seq"])
+        if not self._started:
+            self._end_start(h["seq"])
         self._refit_landed(report.refit)
         res = report.result
         assert res is not None  # a report without an exception carries the result
@@ -533,7 +533,7 @@ def run_worker(
     m.serve(cfg.worker.metrics_port, cfg.worker.metrics_address)
     sockets = _Sockets(cfg.worker, log)
     # the pages the imports read and nothing runs again, out of the resident set before the
-    # kernels' loading reads the compiler's (streamer.ops.memory; the rest at _tell_kernels)
+    # kernels' loading reads the compiler's (streamer.ops.memory; the rest at _Worker._end_start)
     imports_released = release_file_pages() / 2**20
     t0 = time.perf_counter()
     worker = _Worker(cfg, log, m)  # the model's compiled kernels start loading, or compiling on an empty cache

@@ -12,7 +12,9 @@ and frames lost or dropped at either end (the capture's refusals at the high-wat
 worker's overload drops), end-to-end latency p50 / p99, the worker's CPU (a share of one core, the
 refit thread included; the refits' own from ``kdrsdl_refit_cpu_seconds_total``) and peak RSS, the
 capture's CPU (from ``/proc``, decoding included), the worker's refits (count and mean seconds), the
-mask's shape, and the time the worker takes to exit after SIGTERM. Beside it: OpenCV MOG2 on the
+mask's shape, and the time the worker takes to exit after SIGTERM. At the end of the run, before the
+stop: the worker's peak as the kernel records it (``VmHWM``, the start included) and its resident
+memory's anonymous and file-backed parts (``RssAnon``, ``RssFile``). Beside it: OpenCV MOG2 on the
 same decoded frames, in this process, one thread, at the input resolution and at the worker's
 processing resolution (the frames reduced as the model reduces them; its CPU at 30 fps is 30 / fps
 of a core, its ``apply`` alone). The capture and the worker start with no thread variable in their
@@ -37,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 from helpers import (  # noqa: E402
     cpu_seconds,
     free_port,
+    memory_mib,
     metric,
     receive,
     scrape,
@@ -125,6 +128,7 @@ def pipeline(path, seconds, tmp, tag, config=()):
     while receive(sub, 0.2) is not None:
         lat.append(np.nan)  # counted, latency not comparable after the capture stopped
     s = wait_for(lambda: scrape(port), 30, "the worker's final metrics")
+    memory = {f: memory_mib(worker.pid, f) for f in ("VmHWM", "RssAnon", "RssFile")}
     t_stop = time.monotonic()
     code, _, err = stop(worker, timeout=60)
     stop_s = time.monotonic() - t_stop
@@ -156,6 +160,9 @@ def pipeline(path, seconds, tmp, tag, config=()):
         "worker_cpu_core": cpu,
         "worker_refit_cpu_core": refit_cpu,
         "worker_rss_mib_peak": max(sample[2] for sample in samples),
+        "worker_vmhwm_mib": memory["VmHWM"],
+        "worker_anon_mib": memory["RssAnon"],
+        "worker_file_mib": memory["RssFile"],
         "capture_cpu_core": capture_cpu,
         "refits": int(n_refits),
         "refit_seconds_mean": refit_s,
@@ -190,7 +197,9 @@ def main():
             f"{size:>9}: {r['masks']} masks for {r['frames_sent']} sent ({r['refused_at_capture']} refused at the "
             f"capture, {r['worker_dropped']:.0f} dropped and {r['worker_lost']:.0f} lost at the worker); latency "
             f"p50 {r['latency_ms_p50']:.1f} p99 {r['latency_ms_p99']:.1f} ms; worker {100 * r['worker_cpu_core']:.0f}% "
-            f"of a core (refits {100 * r['worker_refit_cpu_core']:.0f}%), RSS peak {r['worker_rss_mib_peak']:.0f} MiB; "
+            f"of a core (refits {100 * r['worker_refit_cpu_core']:.0f}%), RSS peak {r['worker_rss_mib_peak']:.0f} MiB "
+            f"(at the end: VmHWM {r['worker_vmhwm_mib']:.0f}, anonymous {r['worker_anon_mib']:.0f}, files "
+            f"{r['worker_file_mib']:.0f}); "
             f"capture {100 * r['capture_cpu_core']:.0f}% of "
             f"a core; {r['refits']} refits, {r['refit_seconds_mean']:.2f} s each; mask {r['mask']}; "
             f"stop {r['stop_seconds']:.1f} s "

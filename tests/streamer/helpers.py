@@ -73,7 +73,8 @@ def start_capture(frames, source, *extra, camera="cam1", **kw):
 
 
 def memory_mib(pid, field="VmRSS"):
-    """A process's memory from ``/proc/PID/status``, MiB: ``VmRSS`` (resident now) or ``VmHWM`` (its peak)."""
+    """A process's memory from ``/proc/PID/status``, MiB: ``VmRSS`` (resident now), ``VmHWM`` (its
+    peak), or a part of it (``RssAnon``, ``RssFile``: its files' pages)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith(field + ":"):

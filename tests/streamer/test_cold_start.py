@@ -4,7 +4,7 @@ import os
 import threading
 import time
 
-from helpers import free_port, pusher, receive, start_worker, stop, subscriber, tcp, wait_for_line
+from helpers import free_port, memory_mib, pusher, receive, start_worker, stop, subscriber, tcp, wait_for_line
 
 from core.evaluation.scene import SyntheticScene
 from streamer.ops.memory import COMPILER_LIBRARY, _mappings
@@ -15,12 +15,6 @@ def compiler_resident_mib(pid):
     """The resident memory of a process's mappings of numba's compiler library, MiB."""
     with open(f"/proc/{pid}/smaps") as f:
         return sum(int(m.get("Rss", 0)) for m in _mappings(f.read()) if COMPILER_LIBRARY in str(m["path"])) / 1024
-
-
-def file_resident_mib(pid):
-    """The resident memory of a process's file mappings (``RssFile``: its libraries' pages), MiB."""
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("RssFile:")) / 1024
 
 
 def start_and_first_mask(cache, then_line=None, seen=None):
@@ -62,7 +56,7 @@ def start_and_first_mask(cache, then_line=None, seen=None):
                 seen.update(
                     line=lines[-1],
                     compiler_mib=compiler_resident_mib(worker.pid),
-                    file_mib=file_resident_mib(worker.pid),
+                    file_mib=memory_mib(worker.pid, "RssFile"),
                 )
     finally:
         halt.set()
@@ -136,7 +130,7 @@ def test_a_worker_that_cannot_cache_the_kernels_says_so_and_runs_with_numpy():
             push.send_multipart(encode("frame", "cam1", "ep", t, time.time_ns(), scene.frame_uint8(t)))
         line = wait_for_line(worker, "MiB of the libraries' pages released at frame", 60)[-1]
         time.sleep(1)
-        resident = file_resident_mib(worker.pid)
+        resident = memory_mib(worker.pid, "RssFile")
     finally:
         push.close()
         rc, _, err = stop(worker)
