@@ -527,10 +527,13 @@ class KDRSDLBackgroundSubtractor:
     def _learn(self, x: np.ndarray, bg: np.ndarray, mask: np.ndarray) -> None:
         """Learn from a judged frame: the background samples, the window, a refit when due."""
         p = self.params
-        under = mask if p.update_margin <= 1 else cv2.dilate(mask.view(np.uint8), square(p.update_margin)).view(bool)
         if self._samples is not None:
             assert self._decider is not None
-            self._samples.update(x, ~under, self._decider.dynamic, self.n_frames)
+            under = self._samples.update_outside(x, mask, p.update_margin, self._decider.dynamic, self.n_frames)
+        elif p.update_margin <= 1:
+            under = mask
+        else:
+            under = cv2.dilate(mask.view(np.uint8), square(p.update_margin)).view(bool)
         learnt, fg = x, None
         if self._window.enters_next() and mask.any():
             if len(self._window.frames) < p.warmup_entries and (

@@ -5,8 +5,8 @@ The numpy implementation of each step (:mod:`core.streaming.decision`,
 here does that step's per-pixel work in one pass over the pixels, reading each pixel's state
 once, in the same float32 operations in the same order, so that the masks are the same to the
 bit (tests/core/test_kernels.py; ``tests/bench/digest_masks.py`` over the six sequences and the
-motorway video). The steps that stay with OpenCV (the learning's dilations) are compiled C
-already. docs/design.md, "The compiled per-frame pass", says why numba.
+motorway video). What stays with OpenCV (the dilation to the moving background's reach) is
+compiled C already. docs/design.md, "The compiled per-frame pass", says why numba.
 
 - :func:`decide`: the band (``max(k_sigma sigma, floor)`` widened by the blink count), which side
   of it the pixel is on, the shadow test's ratio condition, and the sample consensus of the
@@ -17,8 +17,10 @@ already. docs/design.md, "The compiled per-frame pass", says why numba.
   stop there: their brightness has not moved, or only their offset has);
 - :func:`feedback`: the blink count's update from the raw decision's flips outside the previous
   frame's objects, grown by their margin;
-- :func:`due_pixels` and :func:`write_samples`: the background samples' conservative update,
-  with the random draws made by numpy's generator between the two (the same stream as the
+- :func:`learn_samples` and :func:`update_samples` (with :func:`due_pixels`,
+  :func:`draw_integers` and :func:`write_samples`): the background samples' conservative update
+  (the first with the mask's margin dilated, in place of OpenCV's dilation), the random draws
+  made from the frame's PCG64 state as numpy's generator makes them (the same stream as the
   reference's);
 - :func:`moving_background` (with :func:`fit_core`) and :func:`global_offset`: the frame's
   background (:mod:`core.streaming.frame_model`): the robust fit of the frame's core on the
@@ -440,7 +442,7 @@ def due_pixels(
     order: np.ndarray,
     start: int,
     step: int,
-    learn: np.ndarray,
+    under: np.ndarray,
     dynamic: np.ndarray,
     due: np.ndarray,
     spread: np.ndarray,
@@ -455,8 +457,10 @@ def due_pixels(
     start, step : int
         Positions ``start, start + step, ...`` of ``order`` are due at this frame whatever their
         dynamics; the others only when dynamic.
-    learn, dynamic : ndarray, shape (h * w,), bool
-        Pixels that may be learnt (called background, away from the mask), and the dynamic ones.
+    under : ndarray, shape (h * w,), uint8
+        Pixels that may not be learnt (non-zero: the mask and its margin).
+    dynamic : ndarray, shape (h * w,), bool
+        The dynamic pixels.
     due, spread : ndarray, shape (m,), int64 (written)
         The due pixels, and those of them that are dynamic (they also write into a neighbour).
 
@@ -471,12 +475,12 @@ def due_pixels(
     m = order.shape[0]
     for j in range(m):
         if j + _AHEAD < m:
-            _prefetch(learn, order[j + _AHEAD])
+            _prefetch(under, order[j + _AHEAD])
         on_phase = j == phase
         if on_phase:
             phase += step
         p = order[j]
-        if not learn[p]:
+        if under[p]:
             continue
         dyn = dynamic[p]
         if dyn or on_phase:
@@ -513,6 +517,145 @@ def write_samples(
     for i in range(spread.shape[0]):
         p = spread[i]
         samples[nbr[p, nbr_pick[i]], nbr_own[i]] = _byte(x[p])
+
+
+#: PCG64's multiplier (the 128-bit LCG numpy's ``PCG64`` steps), its high and low 64 bits.
+_PCG_MULT_HI = np.uint64(0x2360ED051FC65DA4)
+_PCG_MULT_LO = np.uint64(0x4385DF649FCCF645)
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+@njit(cache=True, nogil=True)
+def _mul64(a: np.uint64, b: np.uint64) -> tuple[np.uint64, np.uint64]:  # pragma: no cover - compiled
+    """The 128-bit product of two uint64, as (high, low) uint64: four 32-bit partial products."""
+    s32 = np.uint64(32)
+    a0, a1, b0, b1 = a & _LOW32, a >> s32, b & _LOW32, b >> s32
+    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = (p00 >> s32) + (p01 & _LOW32) + (p10 & _LOW32)
+    return p11 + (p01 >> s32) + (p10 >> s32) + (mid >> s32), (p00 & _LOW32) | (mid << s32)
+
+
+@njit(cache=True, nogil=True)
+def _pcg64_next64(gen: np.ndarray) -> np.uint64:  # pragma: no cover - compiled
+    """The next 64 bits of a PCG64 stream (``gen``: see :func:`draw_integers`): the state
+    stepped (``state * multiplier + inc`` modulo 2^128), then its XSL-RR output, as numpy's
+    ``PCG64`` makes them."""
+    hi, lo, inc_hi, inc_lo = gen[0], gen[1], gen[2], gen[3]
+    p_hi, p_lo = _mul64(lo, _PCG_MULT_LO)
+    p_hi = p_hi + lo * _PCG_MULT_HI + hi * _PCG_MULT_LO
+    lo = p_lo + inc_lo
+    hi = p_hi + inc_hi + (np.uint64(1) if lo < p_lo else np.uint64(0))
+    gen[0], gen[1] = hi, lo
+    v = hi ^ lo
+    rot = hi >> np.uint64(58)
+    return (v >> rot) | (v << ((np.uint64(64) - rot) & np.uint64(63)))
+
+
+@njit(cache=True, nogil=True)
+def _pcg64_next32(gen: np.ndarray) -> np.uint64:  # pragma: no cover - compiled
+    """The next 32 bits (as uint64): the high half of the last 64 drawn when one is kept, else the
+    low half of a new draw (numpy's ``PCG64`` next_uint32, with its kept half in ``gen[4:6]``)."""
+    if gen[4] != 0:
+        gen[4] = np.uint64(0)
+        return gen[5]
+    v = _pcg64_next64(gen)
+    gen[4], gen[5] = np.uint64(1), v >> np.uint64(32)
+    return v & _LOW32
+
+
+@njit(cache=True, nogil=True)
+def draw_integers(gen: np.ndarray, high: int, out: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Fill ``out`` (int64) with integers in ``[0, high)``, as ``Generator(PCG64).integers(0,
+    high, out.size)`` draws them from the same state: numpy's bounded draw for a range under
+    2^32 (Lemire's multiply and shift of 32 random bits, with its rejection of the biased ones).
+
+    Parameters
+    ----------
+    gen : ndarray, shape (6,), uint64 (advanced)
+        A PCG64 state: the LCG state's high and low 64 bits, the increment's high and low 64 bits,
+        whether a 32-bit half is kept (0 or 1) and that half
+        (:func:`core.streaming.samples.pcg64_words` reads them from numpy's generator).
+    high : int
+        The bound, 1 to 2^32; ``high == 1`` draws nothing (all zeros), as numpy's.
+    out : ndarray, shape (n,), int64 (written)
+    """
+    rng = np.uint64(high - 1)
+    if rng == 0:
+        out[:] = 0
+        return
+    excl = rng + np.uint64(1)
+    threshold = (_LOW32 - rng) % excl
+    for i in range(out.shape[0]):
+        m = _pcg64_next32(gen) * excl
+        leftover = m & _LOW32
+        if leftover < excl:
+            while leftover < threshold:
+                m = _pcg64_next32(gen) * excl
+                leftover = m & _LOW32
+        out[i] = np.int64(m >> np.uint64(32))
+
+
+@njit(cache=True, nogil=True)
+def update_samples(
+    samples: np.ndarray,
+    x: np.ndarray,
+    order: np.ndarray,
+    start: int,
+    step: int,
+    under: np.ndarray,
+    dynamic: np.ndarray,
+    nbr: np.ndarray,
+    due: np.ndarray,
+    spread: np.ndarray,
+    gen: np.ndarray,
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """One frame's update of the background samples in one call: :func:`due_pixels`, the random
+    draws of :meth:`core.streaming.samples.SampleSet.update` from the frame's generator in the
+    same order (:func:`draw_integers`: each due pixel's sample, then each dynamic one's
+    neighbour, then that neighbour's sample), and :func:`write_samples`.
+
+    ``samples`` (h * w, K) uint8 (written); ``x`` (h * w,) float32; ``order`` to ``spread`` as
+    for :func:`due_pixels` (``due`` and ``spread`` written); ``nbr`` (h * w, 8) intp; ``gen``
+    (6,) uint64 the frame's PCG64 state (advanced). Returns how many pixels were due and how
+    many of them dynamic.
+    """
+    nd, ns = due_pixels(order, start, step, under, dynamic, due, spread)
+    own = np.empty(nd, np.int64)
+    draw_integers(gen, samples.shape[1], own)
+    pick = np.empty(ns, np.int64)
+    nbr_own = np.empty(ns, np.int64)
+    if ns:
+        draw_integers(gen, nbr.shape[1], pick)
+        draw_integers(gen, samples.shape[1], nbr_own)
+    write_samples(samples, x, due[:nd], own, spread[:ns], pick, nbr_own, nbr)
+    return nd, ns
+
+
+@njit(cache=True, nogil=True)
+def learn_samples(
+    mask: np.ndarray,
+    margin: int,
+    under: np.ndarray,
+    samples: np.ndarray,
+    x: np.ndarray,
+    order: np.ndarray,
+    start: int,
+    step: int,
+    dynamic: np.ndarray,
+    nbr: np.ndarray,
+    due: np.ndarray,
+    spread: np.ndarray,
+    gen: np.ndarray,
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """:meth:`core.streaming.samples.SampleSet.update_outside` in one call: ``mask`` (h, w) uint8
+    0 or 1 dilated by a ``margin`` x ``margin`` square (:func:`_extreme`, OpenCV's dilation; at
+    most 1: the mask itself) into ``under`` (h, w) uint8 (written), then :func:`update_samples`
+    with it; the other arguments are :func:`update_samples`'. Returns what it returns."""
+    if margin > 1:
+        _extreme(mask, np.empty_like(mask), under, margin, True)
+    else:
+        under[:, :] = mask
+    return update_samples(samples, x, order, start, step, under.ravel(), dynamic, nbr, due, spread, gen)
 
 
 @njit(cache=True, nogil=True)
@@ -1651,8 +1794,8 @@ def cached() -> bool:
     try:
         entries: tuple[Any, ...] = (
             decide,
-            due_pixels,
-            write_samples,
+            update_samples,
+            learn_samples,
             moving_background,
             global_offset,
             restore_rims,
@@ -1752,9 +1895,14 @@ def warm() -> None:
     one = np.float32(1)
     decide(f32, f32, f32, f32, one, samples, True, one, 1, one, nbr, one, one, b.copy(), b.copy())
     order = np.arange(4, dtype=np.int64)
-    due_pixels(order, 0, 1, b, b, np.empty(4, np.int64), np.empty(4, np.int64))
-    none = np.zeros(0, np.int64)
-    write_samples(samples, f32, none, none, none, none, none, nbr)
+    gen = np.array([0, 1, 0, 1, 0, 0], np.uint64)  # a stream that moves (an all-zero state stays 0)
+    u8 = np.zeros(4, np.uint8)
+    update_samples(samples, f32, order, 0, 1, u8, b, nbr, np.empty(4, np.int64), np.empty(4, np.int64), gen)
+    draw_integers(gen, 3, np.empty(2, np.int64))
+    square4 = np.zeros((2, 2), np.uint8)
+    learn_samples(
+        square4, 3, square4.copy(), samples, f32, order, 0, 1, b, nbr, np.empty(4, np.int64), np.empty(4, np.int64), gen
+    )
     img, on, near = np.ones((8, 8), np.float32), np.zeros((8, 8), bool), np.ones((8, 8), np.uint8)
     dic, core = np.ones((8, 2), np.float32), np.eye(2, dtype=np.float32)
     moving_background(

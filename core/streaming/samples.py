@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from core.streaming.postprocess import square
+
 #: A dynamic pixel is updated this many times as often as a still one.
 DYNAMIC_SPEEDUP = 4
 #: Offsets (dy, dx) of the 8 neighbours.
@@ -411,7 +413,7 @@ class SampleSet:
         # (period / fast)-th from the ((t mod period) // fast)-th.
         order = self._order[t % fast]
         if self._kernels is not None and self._kernels.ready():
-            self._update_compiled(xf, learn_all, dyn_all, t, order)
+            self._update_compiled(xf, np.logical_not(learn_all).view(np.uint8), dyn_all, t)
             return
         turn = (dyn_all & learn_all)[order]
         phase = slice((t % p.period) // fast, None, p.period // fast)
@@ -431,31 +433,78 @@ class SampleSet:
             q = self.nbr.reshape(-1)[spread * n_nbr + rng.integers(0, n_nbr, spread.size)]
             flat[q * p.k + rng.integers(0, p.k, spread.size)] = to_bytes(xf[spread])
 
+    def update_outside(self, x: np.ndarray, mask: np.ndarray, margin: int, dynamic: np.ndarray, t: int) -> np.ndarray:
+        """:meth:`update` with the pixels away from ``mask`` as those that may be learnt: outside
+        its dilation by a ``margin`` x ``margin`` square (OpenCV's; at most 1, the mask itself).
+
+        Parameters
+        ----------
+        x : ndarray, shape (h, w), float32
+            The frame, intensity in [0, 1].
+        mask : ndarray, shape (h, w), bool
+            The frame's mask.
+        margin : int
+            The side of the dilation's square, pixels (``update_margin``).
+        dynamic : ndarray, shape (h, w), bool
+            Dynamic pixels.
+        t : int
+            The frame counter.
+
+        Returns
+        -------
+        ndarray, shape (h, w), bool
+            The dilated mask: the pixels not learnt (``mask`` itself when ``margin`` is at most 1).
+            Compiled (the kernels loaded and the samples seeded), the dilation and the update are
+            one call (:func:`core.streaming.kernels.learn_samples`), to the same bits.
+        """
+        if margin > 1 and self.ready and self._kernels is not None and self._kernels.ready():
+            under = np.empty(mask.shape, np.uint8)
+            self._update_compiled(np.ravel(x), under, flat(dynamic), t, mask.view(np.uint8), margin)
+            return under.view(bool)
+        under = mask if margin <= 1 else cv2.dilate(mask.view(np.uint8), square(margin)).view(bool)
+        self.update(x, ~under, dynamic, t)
+        return under
+
     def _update_compiled(
-        self, xf: np.ndarray, learn: np.ndarray, dynamic: np.ndarray, t: int, order: np.ndarray
+        self,
+        xf: np.ndarray,
+        under: np.ndarray,
+        dynamic: np.ndarray,
+        t: int,
+        mask: np.ndarray | None = None,
+        margin: int = 0,
     ) -> None:
         """:meth:`update` by :mod:`core.streaming.kernels`: the same due pixels in the same order,
-        the same random draws from the same generator, the same writes."""
+        the same random draws (the frame's generator's stream, drawn in the kernel), the same
+        writes. ``xf`` (h * w,) float32; ``dynamic`` (h * w,) bool. Without ``mask``, ``under``
+        (h * w,) uint8 holds the pixels not learnt (:func:`core.streaming.kernels.update_samples`);
+        with it, ``under`` (h, w) uint8 receives ``mask`` (h, w) uint8 dilated by ``margin``
+        first (:func:`core.streaming.kernels.learn_samples`)."""
         assert self._kernels is not None
         p = self.params
         fast = p.period // DYNAMIC_SPEEDUP
+        order = self._order[t % fast]
         if self._due is None or self._due.shape[1] < order.size:  # kept: 150 KB each at 320 x 240
             self._due = np.empty((2, order.size), np.int64)
-        due, spread = self._due[0], self._due[1]
-        nd, ns = self._kernels.due_pixels(
-            order, (t % p.period) // fast, p.period // fast, flat(learn), flat(dynamic), due, spread
+        args = (
+            self.samples,
+            np.ascontiguousarray(xf),
+            order,
+            (t % p.period) // fast,
+            p.period // fast,
         )
-        rng = self._rng(t)
-        own = rng.integers(0, p.k, nd)
-        if ns:
-            pick, nbr_own = rng.integers(0, self.nbr.shape[1], ns), rng.integers(0, p.k, ns)
+        rest = (dynamic, self.nbr, self._due[0], self._due[1], pcg64_words(self._bit_generator(t)))
+        if mask is None:
+            self._kernels.update_samples(*args, flat(under), *rest)
         else:
-            pick = nbr_own = np.zeros(0, np.int64)
-        xf = np.ascontiguousarray(xf)
-        self._kernels.write_samples(self.samples, xf, due[:nd], own, spread[:ns], pick, nbr_own, self.nbr)
+            self._kernels.learn_samples(np.ascontiguousarray(mask), margin, under, *args, *rest)
 
     def _rng(self, t: int) -> np.random.Generator:
-        """Frame ``t``'s random generator, the same stream as ``np.random.default_rng((seed, t))``.
+        """Frame ``t``'s random generator, the same stream as ``np.random.default_rng((seed, t))``."""
+        return np.random.Generator(self._bit_generator(t))
+
+    def _bit_generator(self, t: int) -> np.random.PCG64:
+        """Frame ``t``'s PCG64 bit generator, seeded by ``(seed, t)``.
 
         The generators of :data:`RNG_BLOCK` frames from ``t`` on are made together, and each is
         handed out once: a frame counter that starts over (a reset) gets fresh ones.
@@ -465,7 +514,7 @@ class SampleSet:
             seed = self.params.seed
             self._bitgens = {u: np.random.PCG64(np.random.SeedSequence((seed, u))) for u in range(t + 1, t + RNG_BLOCK)}
             bitgen = np.random.PCG64(np.random.SeedSequence((seed, t)))
-        return np.random.Generator(bitgen)
+        return bitgen
 
     def adopt(self, where: np.ndarray, x: np.ndarray, t: int) -> None:
         """Start pixels ``where`` (h, w) bool over from frame ``t``'s values ``x`` (h, w) float32:
@@ -496,3 +545,26 @@ def flat(a: np.ndarray) -> np.ndarray:
     """``a`` as a C-contiguous 1-D array (a view when it is contiguous already), for the compiled
     kernels (:mod:`core.streaming.kernels`)."""
     return np.ascontiguousarray(a).reshape(-1)
+
+
+_WORD = (1 << 64) - 1
+
+
+def pcg64_words(bitgen: np.random.PCG64) -> np.ndarray:
+    """A PCG64 bit generator's state as :func:`core.streaming.kernels.draw_integers` advances it.
+
+    Parameters
+    ----------
+    bitgen : numpy.random.PCG64
+        Not advanced: the kernel draws from a copy of its state (a frame's generator is used once).
+
+    Returns
+    -------
+    ndarray, shape (6,), uint64
+        The 128-bit LCG state's high and low words, the increment's high and low words, whether a
+        32-bit half of the last draw is kept (``has_uint32``) and that half (``uinteger``), as
+        ``bitgen.state`` gives them.
+    """
+    st = bitgen.state
+    state, inc = st["state"]["state"], st["state"]["inc"]
+    return np.array([state >> 64, state & _WORD, inc >> 64, inc & _WORD, st["has_uint32"], st["uinteger"]], np.uint64)

@@ -201,6 +201,49 @@ def test_samples_update_finds_the_dynamic_pixels_turns_as_the_reference(dynamic_
     assert np.count_nonzero(sets[0].samples != table) > 0.05 * table.size
 
 
+@pytest.mark.parametrize("margin", [1, 3, 5])
+def test_the_update_around_a_mask_in_one_call_equals_the_reference(margin):
+    """SampleSet.update_outside compiled (the dilation and the update in one kernel) and in numpy
+    (OpenCV's dilation, then update): the same pixels not learnt and the same samples, with
+    blobs at the frame's edges (where the dilation's border counts)."""
+    shape = (37, 51)
+    rng = np.random.default_rng(11)
+    table = rng.random((shape[0] * shape[1], 20), dtype=np.float32)
+    sets = [SampleSet(shape, SampleParams(compiled=compiled)) for compiled in (False, True)]
+    for s in sets:
+        s.seed(table)
+    for t in range(20):
+        x = rng.random(shape, dtype=np.float32)
+        mask = rng.random(shape) < 0.03
+        mask[0, :4] = mask[-3:, -1] = True
+        dynamic = rng.random(shape) < 0.1
+        under = [s.update_outside(x, mask, margin, dynamic, t) for s in sets]
+        np.testing.assert_array_equal(under[1], under[0], err_msg=f"frame {t}")
+        np.testing.assert_array_equal(sets[1].samples, sets[0].samples, err_msg=f"frame {t}")
+    assert under[0].sum() >= (margin * margin / 2) * mask.sum() or margin == 1
+    assert np.count_nonzero(sets[0].samples != table) > 0.05 * table.size
+
+
+@pytest.mark.parametrize("high", [1, 2, 8, 20, 200, 3 * 2**30 + 1, 2**32])
+def test_the_kernels_draws_are_numpys(high):
+    """draw_integers from a PCG64 state gives Generator(PCG64).integers' stream, calls in a row
+    included (the kept 32-bit half carried from one to the next). The bounds: none to draw (1),
+    the samples' and the neighbours' (20, 8), K's largest (200), one whose draws are rejected
+    about a quarter of the time (3 * 2^30 + 1: the rejection's loop runs), and the largest (2^32)."""
+    from core.streaming import kernels
+    from core.streaming.samples import pcg64_words
+
+    for seed in range(20):
+        bitgen = np.random.PCG64(np.random.SeedSequence((seed, 7)))
+        gen = pcg64_words(bitgen)
+        want = np.random.Generator(bitgen)
+        for n in (0, 1, 5, 1000):  # odd counts leave a half kept for the next call
+            got = np.empty(n, np.int64)
+            kernels.draw_integers(gen, high, got)
+            np.testing.assert_array_equal(got, want.integers(0, high, n), err_msg=f"seed {seed}, n {n}")
+        assert high == 1 or len(np.unique(got)) > 1  # a test that can tell
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_the_remnants_match_equals_the_reference(seed):
     """The ghosts' remnants (SampleSet.match_outside) compiled and in numpy: the same pixels, with
