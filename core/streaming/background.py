@@ -143,6 +143,7 @@ class KDRSDLBackgroundSubtractor:
             if not hasattr(params, k):
                 raise ValueError(f"unknown parameter {k!r}")
         self.params = replace(params, **overrides).validate()
+        self._kernels_loaded = False  # once loaded, the kernels stay loaded (compiled)
         if self.params.kernel == "numba" and self.params.decision == "pixel":
             _warm_kernels()
         self._refitter = Refitter(self.params.async_refit)
@@ -153,6 +154,7 @@ class KDRSDLBackgroundSubtractor:
         p = self.params
         self.shape: tuple[int, int] | None = None
         self._proc_shape: tuple[int, int] | None = None  # the processing resolution (h, w)
+        self._light_step = 1  # the light test's sampling step at that resolution (light.sample_step)
         self._window = WindowSchedule(
             p.window, p.window_stride, p.refit_interval, p.refit_still_factor * p.refit_interval
         )
@@ -179,6 +181,7 @@ class KDRSDLBackgroundSubtractor:
         p = self.params
         self.shape = shape
         proc = self._proc_shape = resolution.processing_shape(shape, p.processing_side)
+        self._light_step = sample_step(proc)
         if p.decision == "pixel":
             self._decider = PixelDecision(proc, DecisionParams.from_knobs(p))
             if p.samples:
@@ -330,11 +333,14 @@ class KDRSDLBackgroundSubtractor:
         """Whether the frame's steps run compiled now: ``kernel = "numba"`` and the kernels loaded
         (on an empty cache a child process compiles them while the numpy reference runs, to the
         same masks: :func:`core.streaming.kernels.start`)."""
+        if self._kernels_loaded:
+            return True
         if self.params.kernel != "numba" or self.params.decision != "pixel":
             return False
         from core.streaming import kernels
 
-        return kernels.ready()
+        self._kernels_loaded = kernels.ready()
+        return self._kernels_loaded
 
     def process(self, image: np.ndarray) -> FrameResult:
         """Score, decide and learn one frame; see :meth:`apply`.
@@ -486,7 +492,7 @@ class KDRSDLBackgroundSubtractor:
         if self.compiled:  # most frames stop at the sampled pixels' sums: one call for them
             from core.streaming import kernels
 
-            if unchanged(kernels.light_moments(x, st.M, self._decider.prev_obj, sample_step(x.shape))):
+            if unchanged(kernels.light_moments(x, st.M, self._decider.prev_obj, self._light_step)):
                 return None
         change = detect_light_change(x, st.M, self._decider.half(self._sigma), ~self._decider.prev_obj)
         if change is None:
