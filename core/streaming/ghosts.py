@@ -307,6 +307,11 @@ class GhostTracker:
             if self.count.any():
                 self.count[:] = 0
             return None
+        if compiled:  # the same counts and pixels, in one pass
+            absorbed = np.empty(self.shape, bool)
+            if not kernels.ghost_counts(labels, ghost, self.count, p.period, p.frames, absorbed):
+                return None
+            return absorbed
         inside = ghost[labels]
         # + period inside a ghost blob (saturating), 0 elsewhere
         self.count = np.where(inside, cv2.add(self.count, p.period), 0).astype(np.uint8)  # type: ignore[call-overload]

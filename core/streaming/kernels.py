@@ -32,8 +32,9 @@ compiled C already. docs/design.md, "The compiled per-frame pass", says why numb
   hole filling of the plain and of the reported mask, on masks packed 64 pixels to a word;
 - :func:`drop_specks`: the reported mask's small blobs over pixels that blinked lately dropped
   (:func:`core.streaming.postprocess.drop_specks`), its blobs found on the packed runs;
-- :func:`ghost_evidence`: the ghost test's edges along each blob's contour
-  (:mod:`core.streaming.ghosts`), the gradients taken at the contour's pixels alone;
+- :func:`ghost_evidence` and :func:`ghost_counts`: the ghost test's edges along each blob's
+  contour (:mod:`core.streaming.ghosts`), the gradients taken at the contour's pixels alone, and
+  the per-pixel counts a judgement leaves;
 - :func:`remnant_state` and :func:`match_outside`: the ghosts' remnants' zones and held counts,
   and the remnants tested against the samples of the nearest background along their rows and
   columns (:meth:`core.streaming.samples.SampleSet.match_outside`);
@@ -1285,6 +1286,35 @@ def ghost_evidence(
 
 
 @njit(cache=True, nogil=True)
+def ghost_counts(
+    labels: np.ndarray, ghost: np.ndarray, count: np.ndarray, period: int, frames: int, absorb: np.ndarray
+) -> int:  # pragma: no cover - compiled
+    """The ghost test's per-pixel counts after a judgement, in place, in one pass
+    (:meth:`core.streaming.ghosts.GhostTracker.update`): ``count + period`` (saturating at 255)
+    where the pixel's blob was judged a ghost, 0 elsewhere; where that reaches ``frames`` the
+    pixel is absorbed and its count starts over.
+
+    ``labels`` (h, w) int32 (:func:`labels`); ``ghost`` (n,) bool, each label's judgement (0: the
+    background, False); ``count`` (h, w) uint8 (changed); ``absorb`` (h, w) bool (written).
+    Returns how many pixels are absorbed.
+    """
+    L, C, A = labels.ravel(), count.ravel(), absorb.ravel()
+    absorbed = 0
+    for i in range(L.shape[0]):
+        c = int(C[i]) + period if ghost[L[i]] else 0
+        if c > 255:
+            c = 255
+        if 0 < c and c >= frames:
+            A[i] = True
+            C[i] = 0
+            absorbed += 1
+        else:
+            A[i] = False
+            C[i] = c
+    return absorbed
+
+
+@njit(cache=True, nogil=True)
 def _band_pixel(
     x: np.ndarray,
     bg: np.ndarray,
@@ -1807,6 +1837,7 @@ def cached() -> bool:
             feedback,
             components,
             ghost_evidence,
+            ghost_counts,
             fused.sweep,
         )
         return all(f._cache._cache_file._load_index() for f in entries)
@@ -1926,6 +1957,7 @@ def warm() -> None:
     components(blob)
     labels(blob, np.empty((4, 4), np.int32))
     ghost_evidence(img, img, blob.astype(np.int32), 2)
+    ghost_counts(blob.astype(np.int32), np.zeros(2, bool), blob.copy(), 4, 10, np.empty((4, 4), bool))
     cube = np.ones((2, 2, 2), np.float32)
     fused.sweep(
         cube, cube.copy(), cube.copy(), cube, cube.copy(), img[:2, :2].copy(), img[:2, :2].copy(), one, one, True, True

@@ -201,6 +201,30 @@ def test_samples_update_finds_the_dynamic_pixels_turns_as_the_reference(dynamic_
     assert np.count_nonzero(sets[0].samples != table) > 0.05 * table.size
 
 
+@pytest.mark.parametrize("period, frames", [(4, 10), (4, 4), (100, 250)])
+def test_the_ghost_counts_equal_the_reference(period, frames):
+    """ghost_counts against GhostTracker's numpy update of its counts: OpenCV's saturating add
+    inside the ghost blobs, 0 elsewhere, the pixels that reach ``frames`` absorbed and reset;
+    counts near 255 (the saturation) and at ``frames`` included."""
+    from core.streaming import kernels
+
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 9, SHAPE).astype(np.int32)
+    ghost = rng.random(9) < 0.5
+    ghost[0] = False
+    count = rng.integers(0, 256, SHAPE).astype(np.uint8)
+    count[0, :3] = (255, frames, frames - period)
+    want = np.where(ghost[labels], cv2.add(count, period), 0).astype(np.uint8)
+    absorb_want = want >= frames
+    want[absorb_want] = 0
+    got, absorb = count.copy(), np.empty(SHAPE, bool)
+    n = kernels.ghost_counts(labels, ghost, got, period, frames, absorb)
+    np.testing.assert_array_equal(absorb, absorb_want)
+    np.testing.assert_array_equal(got, want)
+    assert n == absorb_want.sum() > 0
+    assert (n < ghost[labels].sum()) == (frames > period)  # some still counting, unless one judgement is enough
+
+
 @pytest.mark.parametrize("margin", [1, 3, 5])
 def test_the_update_around_a_mask_in_one_call_equals_the_reference(margin):
     """SampleSet.update_outside compiled (the dilation and the update in one kernel) and in numpy
