@@ -38,7 +38,9 @@ in one process.
 
 With ``--steps``, the paced run also times the model's steps (:data:`STEPS`, each wrapped in a
 timer of the thread's CPU time) and prints each one's median and mean per frame over the same
-frames: where a 30-fps frame's time goes. The timers add a little to the frame's own figure.
+frames: where a 30-fps frame's time goes; then the sum of the frame's compiled kernel calls
+(:data:`KERNELS`, every kernel wrapped so) and the rest of the frame (:data:`OUTSIDE`: the
+interpreter, numpy and OpenCV). The timers add a little to the frame's own figure.
 """
 
 import argparse
@@ -88,7 +90,7 @@ STEPS = {
     "ghost blobs": (ghosts.GhostTracker, "_ghost_blobs"),
     "remnants": (ghosts.GhostTracker, "_remnant"),
     "learning": (KDRSDLBackgroundSubtractor, "_learn"),
-    "samples' update": (samples.SampleSet, "update"),
+    "samples' update": (samples.SampleSet, "update_outside"),
 }
 
 
@@ -124,6 +126,12 @@ def model_arrays(obj: object, seen: set[int] | None = None, depth: int = 0) -> l
     return [a for item in items for a in model_arrays(item, seen, depth + 1)]
 
 
+#: ``--steps``' two sums over a frame: its compiled kernels' calls (all of them, in whichever
+#: step), and the rest of the frame (the interpreter, numpy and OpenCV between and around them).
+KERNELS = "compiled kernels"
+OUTSIDE = "outside them"
+
+
 def before_frame(kind: str | None, model: KDRSDLBackgroundSubtractor, other: np.ndarray) -> None:
     """``--before``: what runs between a paced wait and the frame (see the module's docstring)."""
     if kind == "spin":
@@ -156,9 +164,12 @@ def frame_ms(
     model = KDRSDLBackgroundSubtractor(**(knobs or {}))
     spent: collections.Counter[str] = collections.Counter()
     originals = {name: getattr(owner, attr) for name, (owner, attr) in STEPS.items()}
+    compiled = {n: getattr(kernels, n) for n in dir(kernels) if hasattr(getattr(kernels, n), "py_func")}
     if steps is not None:
-        for name, (owner, attr) in STEPS.items():
-            setattr(owner, attr, timed(originals[name], name, spent))
+        for n, kernel in compiled.items():  # every compiled call, whichever step makes it
+            setattr(kernels, n, timed(kernel, KERNELS, spent))
+        for name, (owner, attr) in STEPS.items():  # a step that is a kernel: around its timer
+            setattr(owner, attr, timed(getattr(owner, attr), name, spent))
     times, judged = [], []
     other = np.ones(64 << 20, np.uint8) if before == "memory" else np.zeros(0, np.uint8)
     try:
@@ -176,11 +187,14 @@ def frame_ms(
                 times.append(dt)
                 judged.append(i % GhostParams.period == 0)
                 if steps is not None:
-                    for name in STEPS:
+                    for name in (*STEPS, KERNELS):
                         steps.setdefault(name, []).append(spent[name])
+                    steps.setdefault(OUTSIDE, []).append(dt - spent[KERNELS])
     finally:
         for name, (owner, attr) in STEPS.items():
             setattr(owner, attr, originals[name])
+        for n, kernel in compiled.items():
+            setattr(kernels, n, kernel)
     ms, on = 1e3 * np.array(times), np.array(judged)
     return float(np.median(ms)), float(ms.mean()), float(ms[on].mean()), float(ms[~on].mean())
 
