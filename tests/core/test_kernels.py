@@ -55,6 +55,17 @@ def pair(seed, gain=0.1, with_samples=True, ready=True, shadow=True):
     return out
 
 
+def seeded_sets(shape, seed):
+    """The same seeded SampleSet twice, numpy and compiled, on a frame of ``shape`` that is not a
+    multiple of eight pixels: (rng, table, [numpy, compiled]), ``rng`` the generator drawn from."""
+    rng = np.random.default_rng(seed)
+    table = rng.random((shape[0] * shape[1], 20), dtype=np.float32)
+    sets = [SampleSet(shape, SampleParams(compiled=compiled)) for compiled in (False, True)]
+    for s in sets:
+        s.seed(table)
+    return rng, table, sets
+
+
 @pytest.mark.parametrize(
     "knobs",
     [{}, {"gain": 0.0}, {"with_samples": False}, {"ready": False}, {"shadow": False}],
@@ -185,11 +196,7 @@ def test_samples_update_finds_the_dynamic_pixels_turns_as_the_reference(dynamic_
     dynamic ones off the schedule's phase among them) with none, few, many and every pixel
     dynamic, on a frame whose pixel count is not a multiple of eight, its last pixels dynamic."""
     shape = (37, 51)  # 1887 pixels
-    rng = np.random.default_rng(7)
-    table = rng.random((shape[0] * shape[1], 20), dtype=np.float32)
-    sets = [SampleSet(shape, SampleParams(compiled=compiled)) for compiled in (False, True)]
-    for s in sets:
-        s.seed(table)
+    rng, table, sets = seeded_sets(shape, 7)
     for t in range(40):
         x = rng.random(shape, dtype=np.float32)
         learn = rng.random(shape) < 0.9
@@ -231,11 +238,7 @@ def test_the_update_around_a_mask_in_one_call_equals_the_reference(margin):
     (OpenCV's dilation, then update): the same pixels not learnt and the same samples, with
     blobs at the frame's edges (where the dilation's border counts)."""
     shape = (37, 51)
-    rng = np.random.default_rng(11)
-    table = rng.random((shape[0] * shape[1], 20), dtype=np.float32)
-    sets = [SampleSet(shape, SampleParams(compiled=compiled)) for compiled in (False, True)]
-    for s in sets:
-        s.seed(table)
+    rng, table, sets = seeded_sets(shape, 11)
     for t in range(20):
         x = rng.random(shape, dtype=np.float32)
         mask = rng.random(shape) < 0.03
@@ -274,11 +277,7 @@ def test_the_remnants_match_equals_the_reference(seed):
     rays that leave the frame, that find no background within reach, and tested pixels in clumps
     (their rays cross each other) and alone."""
     shape = (37, 51)
-    rng = np.random.default_rng(40 + seed)
-    table = rng.random((shape[0] * shape[1], 20), dtype=np.float32)
-    sets = [SampleSet(shape, SampleParams(compiled=compiled)) for compiled in (False, True)]
-    for s in sets:
-        s.seed(table)
+    rng, table, sets = seeded_sets(shape, 40 + seed)
     x = rng.random(shape, dtype=np.float32)
     pixels = rng.random(shape) < 0.05
     pixels[10:20, 5:30] = True  # a clump: its inner pixels' rays run 5-12 steps to background
