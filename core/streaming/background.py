@@ -21,7 +21,7 @@ from core.streaming.frame_model import FitReuse, frame_background, last_backgrou
 from core.streaming.ghosts import GhostParams, GhostTracker
 from core.streaming.light import LightChange, detect_light_change, map_state, sample_step, unchanged
 from core.streaming.params import BackgroundParams
-from core.streaming.postprocess import drop_specks, postprocess_restored, square
+from core.streaming.postprocess import drop_specks, grow, postprocess_restored
 from core.streaming.refit import RefitReport, RefitSettings, Refitter
 from core.streaming.samples import SampleParams, SampleSet
 from core.streaming.snapshot import ModelSnapshot
@@ -245,18 +245,17 @@ class KDRSDLBackgroundSubtractor:
         Returns
         -------
         dict of str to ndarray, or None
-            The layout of :func:`core.streaming.snapshot.to_arrays`. The arrays are not
-            copied where they are never modified in place.
+            The layout of :func:`core.streaming.snapshot.to_arrays`. The per-pixel parts that
+            later frames modify in place (the decision's, the samples' and the ghost test's
+            arrays) are copies, so a write on another thread sees this frame's values only; the
+            window's stack and the solver state are new arrays at each change, not copied.
         """
         if self.shape is None or self._lam is None:
             return None
         parts = {"window": self._window.state()}
-        if self._decider is not None:
-            parts["decision"] = self._decider.state()
-        if self._samples is not None:
-            parts["samples"] = self._samples.state()
-        if self._ghosts is not None:
-            parts["ghosts"] = self._ghosts.state()
+        for part, owner in (("decision", self._decider), ("samples", self._samples), ("ghosts", self._ghosts)):
+            if owner is not None:
+                parts[part] = {name: np.array(a) for name, a in owner.state().items()}
         snap = ModelSnapshot(
             frame_shape=self.shape,
             counters={"result_start": self._result_start, "n_frames": self.n_frames},
@@ -536,10 +535,8 @@ class KDRSDLBackgroundSubtractor:
         if self._samples is not None:
             assert self._decider is not None
             under = self._samples.update_outside(x, mask, p.update_margin, self._decider.dynamic, self.n_frames)
-        elif p.update_margin <= 1:
-            under = mask
         else:
-            under = cv2.dilate(mask.view(np.uint8), square(p.update_margin)).view(bool)
+            under = grow(mask, p.update_margin)
         learnt, fg = x, None
         if self._window.enters_next() and mask.any():
             if len(self._window.frames) < p.warmup_entries and (

@@ -291,11 +291,11 @@ class GhostTracker:
     def _ghost_blobs(self, x: np.ndarray, bg: np.ndarray, mask: np.ndarray, compiled: bool) -> np.ndarray | None:
         """The pixels of blobs judged ghosts for ``frames`` frames in a row (see :meth:`update`)."""
         p = self.params
+        if compiled:
+            from core.streaming import kernels
         ghost = None
         if mask.any():
             if compiled:
-                from core.streaming import kernels
-
                 labels: np.ndarray = np.empty(mask.shape, np.int32)
                 n = kernels.labels(mask.view(np.uint8), labels)
                 frame_only, bg_only = kernels.ghost_evidence(x, bg, labels, n)

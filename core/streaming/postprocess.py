@@ -22,6 +22,12 @@ def square(side: int) -> np.ndarray:
     return _SQUARES[side]
 
 
+def grow(mask: np.ndarray, side: int) -> np.ndarray:
+    """``mask`` (h, w) bool dilated by a ``side`` x ``side`` square (OpenCV's), bool (h, w); ``mask``
+    itself (not a copy) when ``side`` is at most 1."""
+    return mask if side <= 1 else cv2.dilate(mask.view(np.uint8), square(side)).view(bool)
+
+
 def fill_holes(mask: np.ndarray, compiled: bool = False) -> np.ndarray:
     """Set the background regions not 4-connected to the image border to foreground.
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from core.streaming.postprocess import square
+from core.streaming.postprocess import grow
 
 #: A dynamic pixel is updated this many times as often as a still one.
 DYNAMIC_SPEEDUP = 4
@@ -461,7 +461,7 @@ class SampleSet:
             under = np.empty(mask.shape, np.uint8)
             self._update_compiled(np.ravel(x), under, flat(dynamic), t, mask.view(np.uint8), margin)
             return under.view(bool)
-        under = mask if margin <= 1 else cv2.dilate(mask.view(np.uint8), square(margin)).view(bool)
+        under = grow(mask, margin)
         self.update(x, ~under, dynamic, t)
         return under
 

@@ -9,10 +9,11 @@ through a :class:`KDRSDLBackgroundSubtractor` with the ``[model]`` knobs of ``--
 defaults without one) and inline refits, so that two runs of the same code give the same bits,
 for at most ``--frames`` frames. Printed for each source: its frames and the SHA-256 of its
 masks and of its backgrounds at the processing resolution (float32), in order. ``--json`` writes
-them; ``--against`` compares them with such a file and exits with status 1 when a digest
-differs. A change meant to leave the masks alone (a faster step, a refactoring) is checked by a
-run on the commit before it with ``--json`` and a run after with ``--against``
-(docs/results.md, "Cameras per core").
+them; ``--against`` compares them with such a file (a source by its path below
+``shared/data/``) and exits with status 1 when a digest differs or a source is not in it. A
+change meant to leave the masks alone (a faster step, a refactoring) is checked by a run on the
+commit before it with ``--json`` and a run after with ``--against`` (docs/results.md, "Cameras
+per core").
 """
 
 import argparse
@@ -97,21 +98,29 @@ def main():
     if missing:
         raise SystemExit(f"not found: {', '.join(missing)} (the default sources are in ../shared/data)")
     params = load(args.config).model.params()
-    earlier = json.loads(pathlib.Path(args.against).read_text()) if args.against else {}
+    earlier = {}
+    if args.against:
+        earlier = {key(s): d for s, d in json.loads(pathlib.Path(args.against).read_text()).items()}
     out, differ = {}, []
     for source in sources:
         d = out[source] = digest(source, args.frames, params)
         verdict = ""
-        if source in earlier:
-            same = earlier[source] == d
-            verdict = "  same" if same else "  DIFFERS"
+        if args.against:
+            same = earlier.get(key(source)) == d
+            verdict = "  same" if same else "  DIFFERS" if key(source) in earlier else "  NOT IN THE EARLIER FILE"
             if not same:
                 differ.append(source)
         print(f"{source}: {d['frames']} frames, masks {d['masks'][:16]}, backgrounds {d['backgrounds'][:16]}{verdict}")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     if differ:
-        raise SystemExit(f"{len(differ)} of {len(sources)} sources differ: {', '.join(differ)}")
+        raise SystemExit(f"{len(differ)} of {len(sources)} sources differ or were not compared: {', '.join(differ)}")
+
+
+def key(source: str) -> str:
+    """A source's name in an ``--against`` comparison: its path below ``shared/data/`` (the same
+    whichever checkout, or link to ``../shared``, the runs were made from), else the path itself."""
+    return source.split("/shared/data/", 1)[-1]
 
 
 if __name__ == "__main__":

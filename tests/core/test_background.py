@@ -282,6 +282,28 @@ def test_a_checkpoint_made_before_the_first_solution_keeps_the_early_background(
     assert not again.apply(bg).any()
 
 
+def test_a_checkpoint_keeps_its_frames_values_while_later_frames_run():
+    # The worker writes a checkpoint on another thread while the frame thread goes on: every
+    # array it was handed must hold the values of the frame it was taken at. The decision's,
+    # samples' and ghost test's arrays are modified in place by later frames (measured here:
+    # all three change within 20 frames of a moving scene), so the checkpoint holds copies.
+    scene = SyntheticScene(60, 80, seed=4)
+    model = KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6, refit_interval=10)
+    for t in range(45):
+        model.apply(scene.frame_uint8(t))
+    ckpt = model.checkpoint()
+    frozen = {name: np.array(a) for name, a in ckpt.items()}
+    in_place = [name for name in ckpt if name.split("_")[0] in ("decision", "samples", "ghosts")]
+    assert {name.split("_")[0] for name in in_place} == {"decision", "samples", "ghosts"}
+    for t in range(45, 65):
+        model.apply(scene.frame_uint8(t))
+    later = model.checkpoint()
+    changed = [name for name in in_place if not np.array_equal(later[name], frozen[name])]
+    assert {name.split("_")[0] for name in changed} == {"decision", "samples", "ghosts"}
+    for name, a in ckpt.items():
+        np.testing.assert_array_equal(a, frozen[name], err_msg=name)
+
+
 def test_checkpoint_restore_refuses_other_settings_and_damage():
     scene = SyntheticScene(60, 80, seed=4)
     model = KDRSDLBackgroundSubtractor(window=8, window_stride=2, rank=6)
