@@ -354,15 +354,15 @@ class PixelDecision:
         p = self.params
         half = self.half(sigma)
         cand, ratio = np.empty(self.shape, bool), np.empty(self.shape, bool)
-        table, nbr, ready, radius, matches = _NO_SAMPLES, _NO_NEIGHBOURS, False, 0.0, 1
+        table, ready, radius, matches = _NO_SAMPLES, False, 0.0, 1
         if samples is not None:
-            table, nbr, ready = samples.samples, samples.nbr, samples.ready
+            table, ready = samples.samples, samples.ready
             radius, matches = samples.params.radius, samples.params.matches
         lo, hi = p.shadow_ratio
         assert self._kernels is not None
         shadowed = self._kernels.decide(
             flat(x), flat(bg), flat(half), self.v.reshape(-1), np.float32(p.blink_gain), table, ready,
-            np.float32(radius), matches, np.float32(p.dynamic_blink), nbr, np.float32(lo), np.float32(hi),
+            np.float32(radius), matches, np.float32(p.dynamic_blink), self.shape[1], np.float32(lo), np.float32(hi),
             cand.reshape(-1), ratio.reshape(-1),
         )  # fmt: skip
         self.shaded = ratio
@@ -411,7 +411,6 @@ class PixelDecision:
 
 #: What the compiled decision reads for the samples of a model without any.
 _NO_SAMPLES = np.zeros((0, 1), np.uint8)
-_NO_NEIGHBOURS = np.zeros((0, 8), np.intp)
 
 
 def global_threshold(score: np.ndarray, p: BackgroundParams) -> float:

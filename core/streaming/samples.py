@@ -36,8 +36,9 @@ from core.streaming.postprocess import grow
 
 #: A dynamic pixel is updated this many times as often as a still one.
 DYNAMIC_SPEEDUP = 4
-#: Offsets (dy, dx) of the 8 neighbours.
-_NEIGHBOURS = np.array([(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx], np.int64)
+#: Offsets (dy, dx) of the 8 neighbours, in the order every neighbour index refers to
+#: (:meth:`SampleSet.neighbours`, :func:`core.streaming.kernels._neighbour`).
+NEIGHBOURS = np.array([(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx], np.int64)
 #: Rows (pixels times neighbours) up to which the dynamic pixels' neighbours are counted in one
 #: gather rather than neighbour by neighbour. Few pixels: the eight rounds' numpy calls cost more
 #: than the rows a round skips (motorway video, 20-190 pixels: 0.45 against 0.52 ms a match, cold
@@ -179,8 +180,6 @@ class SampleSet:
     ready : bool
         The samples were seeded (:meth:`seed`): before that, nothing matches and nothing is
         learnt.
-    nbr : ndarray, shape (h * w, 8), intp
-        Each pixel's 8 neighbours (row-major indices, clipped at the border).
     """
 
     def __init__(self, shape: tuple[int, int], params: SampleParams) -> None:
@@ -207,11 +206,17 @@ class SampleSet:
             from core.streaming import kernels  # imported here: numba costs memory a numpy model never needs
 
             self._kernels = kernels
-        # pixel p's 8 neighbours (clipped at the border), row-major indices: (h * w, 8)
-        rows, cols = np.divmod(np.arange(h * w), w)
-        self.nbr = np.stack(
-            [np.clip(rows + dy, 0, h - 1) * w + np.clip(cols + dx, 0, w - 1) for dy, dx in _NEIGHBOURS], axis=1
-        ).astype(np.intp)
+
+    def neighbours(self, idx: np.ndarray) -> np.ndarray:
+        """The 8 neighbours of pixels ``idx`` (n,) int (row-major indices), clipped at the border, in
+        the order of :data:`NEIGHBOURS`: (n, 8) intp. Computed for the pixels asked about, not kept
+        for every pixel (4.7 MiB at 320 x 240)."""
+        h, w = self.shape
+        rows, cols = np.divmod(np.asarray(idx, np.intp)[:, None], w)
+        rows = np.clip(rows + NEIGHBOURS[:, 0], 0, h - 1)
+        cols = np.clip(cols + NEIGHBOURS[:, 1], 0, w - 1)
+        out: np.ndarray = (rows * w + cols).astype(np.intp, copy=False)
+        return out
 
     # ----------------------------------------------------------------- checkpoints
     def state(self) -> dict[str, np.ndarray]:
@@ -288,10 +293,11 @@ class SampleSet:
         again = ~ok & dynamic.ravel()[idx]
         if again.any():
             todo = np.flatnonzero(again)
-            n_nbr = self.nbr.shape[1]
+            nbr = self.neighbours(idx[todo])  # row j: pixel idx[todo[j]]'s
+            n_nbr = len(NEIGHBOURS)
             if todo.size * n_nbr <= NEIGHBOUR_GATHER_ROWS:
                 # every neighbour of every such pixel in one gather: (pixel, neighbour) rows
-                rows = self.nbr[idx[todo]].ravel()
+                rows = nbr.ravel()
                 rk = r if r.size == 1 else np.repeat(r[todo], n_nbr, axis=0)
                 hits = self._count(rows, np.repeat(xv[todo], n_nbr, axis=0), rk) >= p.matches
                 ok[todo[hits.reshape(-1, n_nbr).any(axis=1)]] = True
@@ -299,9 +305,9 @@ class SampleSet:
                 # each neighbour in turn, for the pixels no earlier neighbour matched
                 for k in range(n_nbr):
                     rk = r if r.size == 1 else r[todo]
-                    hit = self._count(self.nbr[idx[todo], k], xv[todo], rk) >= p.matches
+                    hit = self._count(nbr[:, k], xv[todo], rk) >= p.matches
                     ok[todo[hit]] = True
-                    todo = todo[~hit]
+                    todo, nbr = todo[~hit], nbr[~hit]
                     if not todo.size:
                         break
         out.ravel()[idx[ok]] = True
@@ -429,8 +435,8 @@ class SampleSet:
         flat[due * p.k + rng.integers(0, p.k, due.size)] = to_bytes(xf[due])
         spread = due[dyn]
         if spread.size:
-            n_nbr = self.nbr.shape[1]
-            q = self.nbr.reshape(-1)[spread * n_nbr + rng.integers(0, n_nbr, spread.size)]
+            pick = rng.integers(0, len(NEIGHBOURS), spread.size)
+            q = np.take_along_axis(self.neighbours(spread), pick[:, None], axis=1)[:, 0]
             flat[q * p.k + rng.integers(0, p.k, spread.size)] = to_bytes(xf[spread])
 
     def update_outside(self, x: np.ndarray, mask: np.ndarray, margin: int, dynamic: np.ndarray, t: int) -> np.ndarray:
@@ -493,7 +499,7 @@ class SampleSet:
             (t % p.period) // fast,
             p.period // fast,
         )
-        rest = (dynamic, self.nbr, self._due[0], self._due[1], pcg64_words(self._bit_generator(t)))
+        rest = (dynamic, self.shape[1], self._due[0], self._due[1], pcg64_words(self._bit_generator(t)))
         if mask is None:
             self._kernels.update_samples(*args, flat(under), *rest)
         else:
@@ -526,10 +532,10 @@ class SampleSet:
         idx = np.flatnonzero(where)
         if not idx.size:
             return
-        k, n_nbr = self.params.k, self.nbr.shape[1]
+        k, n_nbr = self.params.k, len(NEIGHBOURS)
         rng = np.random.default_rng((self.params.seed, t, 1))
         pick = rng.integers(0, n_nbr + 1, (idx.size, k))  # n_nbr: the pixel itself
-        nbr = np.concatenate([self.nbr[idx], idx[:, None]], axis=1)
+        nbr = np.concatenate([self.neighbours(idx), idx[:, None]], axis=1)
         self.samples[idx] = to_bytes(x.ravel()[np.take_along_axis(nbr, pick, axis=1)])
 
     def map_light(self, gain: float, offset: float) -> None:

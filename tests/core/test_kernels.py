@@ -175,6 +175,22 @@ def test_blink_counts_equal_the_numpy_feedback_to_the_bit(seed):
     assert dn.v.max() == np.float32(DecisionParams().blink_max) and dn.v.min() == 0
 
 
+@pytest.mark.parametrize("shape", [(5, 7), (1, 6), (6, 1), (1, 1)])
+def test_the_neighbours_are_the_clipped_3x3_square_in_one_order(shape):
+    # The numpy reference computes a pixel's neighbours (SampleSet.neighbours), the kernels each one
+    # on its own (kernels._neighbour): both the table written plainly, row by row, the centre left
+    # out, clipped at the border (a frame one pixel high or wide included).
+    from core.streaming import kernels
+
+    h, w = shape
+    rows, cols = np.divmod(np.arange(h * w), w)
+    offsets = [(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx]
+    table = np.stack([np.clip(rows + dy, 0, h - 1) * w + np.clip(cols + dx, 0, w - 1) for dy, dx in offsets], axis=1)
+    np.testing.assert_array_equal(SampleSet(shape, SampleParams()).neighbours(np.arange(h * w)), table)
+    compiled = [[kernels._neighbour(p, j, w, h * w) for j in range(8)] for p in range(h * w)]
+    np.testing.assert_array_equal(compiled, table)
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_samples_update_equals_the_numpy_update_to_the_bit(seed):
     (_, sn), (_, sc) = pair(seed)
