@@ -37,6 +37,66 @@ __all__ = [
 
 #: Version of the :meth:`KDRSDLBackgroundSubtractor.checkpoint` layout.
 CHECKPOINT_VERSION = snapshot.VERSION
+#: Empty masks: no ghost test, no decision (:func:`core.streaming.kernels.blend_entry`'s "none").
+_NONE_BOOL = np.zeros((0, 0), bool)
+_NONE_U8 = np.zeros((0, 0), np.uint8)
+
+
+def blend_entry(
+    x: np.ndarray,
+    bg: np.ndarray,
+    under: np.ndarray,
+    clear: np.ndarray | None,
+    dynamic: np.ndarray | None,
+    p: BackgroundParams,
+    compiled: bool = False,
+) -> np.ndarray:
+    """The frame a window entry holds under the conditional update (docs/algorithm.md, "The
+    streaming model"): ``w bg + (1 - w) x`` under the dilated mask, ``x`` elsewhere.
+
+    Parameters
+    ----------
+    x, bg : ndarray, shape (h, w), float32
+        The frame and its background, intensity in [0, 1].
+    under : ndarray, shape (h, w), bool
+        The mask dilated by ``update_margin``.
+    clear : ndarray, shape (h, w), bool, or None
+        Pixels in no blob the ghost test suspects (None: every pixel); a suspected ghost enters
+        the window as the frame shows it.
+    dynamic : ndarray, shape (h, w), bool, or None
+        The decision's dynamic pixels (None: none). With ``blend_dynamic`` off they enter as the
+        frame shows them; within ``fit_reach`` of one, ``w`` is ``update_blend_moving``, else
+        ``update_blend``.
+    p : BackgroundParams
+    compiled : bool
+        In one pass by :func:`core.streaming.kernels.blend_entry` (the kernels loaded), to the bit.
+
+    Returns
+    -------
+    ndarray, shape (h, w), float32
+        A new array.
+    """
+    w_still, w_moving = np.float32(p.update_blend), np.float32(p.update_blend_moving)
+    if compiled:
+        from core.streaming import kernels
+
+        out = np.empty(x.shape, np.float32)
+        kernels.blend_entry(
+            np.ascontiguousarray(x), np.ascontiguousarray(bg), np.ascontiguousarray(under),
+            _NONE_BOOL if clear is None else np.ascontiguousarray(clear),
+            _NONE_U8 if dynamic is None else np.ascontiguousarray(dynamic).view(np.uint8),
+            not p.blend_dynamic, p.fit_reach, w_still, w_moving, out,
+        )  # fmt: skip
+        return out
+    if clear is not None:
+        under = under & clear
+    if not p.blend_dynamic and dynamic is not None:
+        under = under & ~dynamic
+    w: np.ndarray | np.float32 = w_still
+    if w_moving != w_still and dynamic is not None:
+        w = np.where(near_dynamic(dynamic, p.fit_reach).view(bool), w_moving, w)
+    learnt: np.ndarray = np.where(under, w * bg + (1 - w) * x, x).astype(np.float32)
+    return learnt
 
 
 @dataclass
@@ -546,16 +606,9 @@ class KDRSDLBackgroundSubtractor:
                 # of the spread and the samples instead (warmup_entries)
                 fg = under.copy()
             elif self._state is not None and p.update_blend > 0:
-                if self._ghosts is not None:  # a blob that looks like a ghost is not kept out of the window
-                    under = under & self._ghosts.clear
-                if not p.blend_dynamic and self._decider is not None:  # a moving background enters as it is
-                    under = under & ~self._decider.dynamic
-                w: np.ndarray | np.float32 = np.float32(p.update_blend)
-                if p.update_blend_moving != p.update_blend and self._decider is not None:
-                    # where the background moves (within fit_reach of a dynamic pixel) at its own weight
-                    near = near_dynamic(self._decider.dynamic, p.fit_reach).view(bool)
-                    w = np.where(near, np.float32(p.update_blend_moving), w)
-                learnt = np.where(under, w * bg + (1 - w) * x, x).astype(np.float32)
+                d, g = self._decider, self._ghosts
+                clear, dynamic = (None if g is None else g.clear), (None if d is None else d.dynamic)
+                learnt = blend_entry(x, bg, under, clear, dynamic, p, self.compiled)
         self._sync_refit = None
         entered = self._window.push(learnt, fg)
         if entered and self._state is None:

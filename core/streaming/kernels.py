@@ -678,6 +678,50 @@ def learn_samples(
 
 
 @njit(cache=True, nogil=True)
+def blend_entry(
+    x: np.ndarray,
+    bg: np.ndarray,
+    under: np.ndarray,
+    clear: np.ndarray,
+    dynamic: np.ndarray,
+    skip_dynamic: bool,
+    reach: int,
+    w_still: np.float32,
+    w_moving: np.float32,
+    out: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """The frame a window entry holds under the conditional update, in one pass: ``out = w bg +
+    (1 - w) x`` at the pixels of ``under`` that are in ``clear`` (and, with ``skip_dynamic``, not
+    in ``dynamic``), ``x`` elsewhere, with ``w = w_moving`` within the ``reach`` x ``reach`` square
+    around a dynamic pixel (OpenCV's dilation, :func:`_extreme`) and ``w_still`` beyond it (the
+    model's ``_learn``: the same float32 operations, to the bit).
+
+    ``x``, ``bg``, ``out`` (h, w) float32 (``out`` written); ``under`` (h, w) bool: the mask
+    dilated by the update margin; ``clear`` (h, w) bool (pixels in no suspected ghost blob), or
+    empty: every pixel; ``dynamic`` (h, w) uint8 0 or 1, or empty: no pixel is dynamic (the
+    dilation is skipped then, and when ``w_moving == w_still``)."""
+    h, w = x.shape
+    n = h * w
+    X, B, U, Y = x.ravel(), bg.ravel(), under.ravel(), out.ravel()
+    one = np.float32(1)
+    if dynamic.size == 0 or w_moving == w_still:
+        near = np.zeros(0, np.uint8)
+    else:
+        grown = np.empty((h, w), np.uint8)
+        _extreme(dynamic, np.empty((h, w), np.uint8), grown, reach, True)
+        near = grown.ravel()
+    D = dynamic.ravel()
+    C = clear.ravel()
+    for i in range(n):
+        blend = U[i] and (C.size == 0 or C[i]) and not (skip_dynamic and D.size > 0 and D[i] != 0)
+        if blend:
+            wi = w_moving if near.size > 0 and near[i] != 0 else w_still
+            Y[i] = wi * B[i] + (one - wi) * X[i]
+        else:
+            Y[i] = X[i]
+
+
+@njit(cache=True, nogil=True)
 def _byte(v: np.float32) -> np.uint8:  # pragma: no cover - compiled
     """A sample value as stored: :func:`core.streaming.samples.to_bytes` of one value."""
     return np.uint8(min(max(v * _LEVELS + _HALF, _ZERO), _LEVELS))
@@ -1958,6 +2002,8 @@ def warm() -> None:
         1.0, 0.1, 0.1, 1.0, 1.0, 2.0, 1, 4, 1,
     )  # fmt: skip
     global_offset(img, img, on, on, 4, 1)
+    blend_entry(img, img, on, on, near, True, 3, one, np.float32(0.5), img.copy())
+    blend_entry(img, img, on, np.zeros((0, 0), bool), np.zeros((0, 0), np.uint8), False, 3, one, one, img.copy())
     blob = np.ones((4, 4), np.uint8)
     restore_rims(blob, np.zeros((4, 4), bool), blob, 0.8, blob.copy())
     fill_holes(blob, blob.copy())

@@ -514,6 +514,41 @@ def test_postprocess_in_one_call_equals_the_reference(seed):
     assert restored > 50  # rims were restored in many cases: the reported masks were compared too
 
 
+@pytest.mark.parametrize(
+    "knobs",
+    [{}, {"blend_dynamic": True}, {"update_blend_moving": 0.8}, {"fit_reach": 1}, {"update_blend": 0.5}],
+    ids=["default", "dynamic-blended", "one-weight", "reach-1", "half"],
+)
+@pytest.mark.parametrize("parts", ["both", "no-ghosts", "no-decision"])
+def test_a_window_entrys_blend_equals_the_reference(knobs, parts):
+    """The compiled blend of a window entry gives the reference's frame to the bit: the weights'
+    float32 arithmetic, the ghosts' and dynamic pixels' exclusions and the moving background's
+    square (dilated from clustered dynamic pixels, on a frame not a multiple of eight wide)."""
+    from core.streaming.background import blend_entry
+
+    p = BackgroundParams(**knobs)
+    rng = np.random.default_rng(len(parts) + len(knobs))
+    shape = (37, 51)
+    x, bg = rng.random(shape, dtype=np.float32), rng.random(shape, dtype=np.float32)
+
+    def blobs(share, sigma):  # clustered pixels, about ``share`` of the frame
+        field = cv2.GaussianBlur(rng.random(shape), (0, 0), sigma)
+        return field > np.quantile(field, 1 - share)
+
+    under, clear = blobs(0.4, 2), None if parts == "no-ghosts" else rng.random(shape) < 0.8
+    dynamic = None if parts == "no-decision" else blobs(0.15, 3)
+    want = blend_entry(x, bg, under, clear, dynamic, p)
+    got = blend_entry(x, bg, under, clear, dynamic, p, compiled=True)
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+    blended = want != x
+    assert 0.1 < blended.mean() < 0.6  # both branches were compared
+    # both weights were, unless the moving one's square is the dynamic pixels, left unblended
+    if dynamic is not None and p.update_blend_moving != p.update_blend and (p.fit_reach > 1 or p.blend_dynamic):
+        for w in (p.update_blend, p.update_blend_moving):
+            assert np.isclose(want, w * bg + (1 - w) * x, atol=1e-6)[blended].any()
+
+
 def test_the_model_gives_the_same_masks_on_a_generated_scene():
     scene = SyntheticScene(96, 128, n_objects=3, seed=4)
     frames = [scene.frame_uint8(t) for t in range(400)]
