@@ -13,8 +13,9 @@ after the 300th that installed no refit, milliseconds (the median is a frame wit
 that run on some frames only, the ghost test's judgements every fourth frame among them). One
 OpenCV thread. The difference between the two is what a frame costs for arriving at 30 fps: its
 code and data are cold after the wait (docs/results.md, "Cameras per core"). The paced run's
-mean is also given apart for the frames whose blobs the ghost test judges (every fourth) and for
-the others.
+mean is also given apart for each of :data:`CLASSES`: the frames that enter the window (every
+eighth, judged by the ghost test too), the other frames whose blobs the ghost test judges (every
+fourth) and the rest.
 
 With ``--before spin|memory|model``, something runs after each paced wait and before the frame, to
 tell what the wait costs the frame (docs/results.md, "Speed"): ``spin`` a 1 ms busy loop (the core
@@ -40,7 +41,8 @@ With ``--steps``, the paced run also times the model's steps (:data:`STEPS`, eac
 timer of the thread's CPU time) and prints each one's median and mean per frame over the same
 frames: where a 30-fps frame's time goes; then the sum of the frame's compiled kernel calls
 (:data:`KERNELS`, every kernel wrapped so) and the rest of the frame (:data:`OUTSIDE`: the
-interpreter, numpy and OpenCV). The timers add a little to the frame's own figure.
+interpreter, numpy and OpenCV), each also as its mean over each of :data:`CLASSES`. The timers
+add a little to the frame's own figure.
 """
 
 import argparse
@@ -130,6 +132,9 @@ def model_arrays(obj: object, seen: set[int] | None = None, depth: int = 0) -> l
 #: step), and the rest of the frame (the interpreter, numpy and OpenCV between and around them).
 KERNELS = "compiled kernels"
 OUTSIDE = "outside them"
+#: The kinds of frame whose means are given apart: a window entry (every eighth frame, whose blobs
+#: the ghost test judges too), a frame the ghost test judges (every fourth), the others.
+CLASSES = ("window entry", "ghost-judged", "plain")
 
 
 def before_frame(kind: str | None, model: KDRSDLBackgroundSubtractor, other: np.ndarray) -> None:
@@ -152,14 +157,16 @@ def frame_ms(
     steps: dict[str, list[float]] | None = None,
     knobs=None,
     before: str | None = None,
-) -> tuple[float, float, float, float]:
+    classes: list[str] | None = None,
+) -> tuple[float, float, dict[str, float]]:
     """The median and the mean CPU time of the frames' thread per frame, ms (frames after the
-    warm-up, no refit), and the mean over the frames the ghost test judges and over the others. The
-    mean counts the steps that run on some frames only (the ghost test's judgements every fourth
-    frame, a window entry every eighth), which the median leaves out.
+    warm-up, no refit), and the mean over each of :data:`CLASSES`. The mean counts the steps that
+    run on some frames only (the ghost test's judgements every fourth frame, a window entry every
+    eighth), which the median leaves out.
 
     ``steps``: filled with each of :data:`STEPS`' CPU time per counted frame, seconds (the steps are
-    timed only when it is given). ``before``: :func:`before_frame`'s kind, after each paced wait.
+    timed only when it is given); ``classes``: filled with each counted frame's class.
+    ``before``: :func:`before_frame`'s kind, after each paced wait.
     """
     model = KDRSDLBackgroundSubtractor(**(knobs or {}))
     spent: collections.Counter[str] = collections.Counter()
@@ -170,7 +177,7 @@ def frame_ms(
             setattr(kernels, n, timed(kernel, KERNELS, spent))
         for name, (owner, attr) in STEPS.items():  # a step that is a kernel: around its timer
             setattr(owner, attr, timed(getattr(owner, attr), name, spent))
-    times, judged = [], []
+    times, kinds = [], []
     other = np.ones(64 << 20, np.uint8) if before == "memory" else np.zeros(0, np.uint8)
     try:
         t0 = time.perf_counter()
@@ -180,12 +187,13 @@ def frame_ms(
                     time.sleep(wait)
                 before_frame(before, model, other)
             spent.clear()
+            entry, judged = model._window.enters_next(), model.n_frames % GhostParams.period == 0
             c = time.thread_time()
             result = model.process(frame)
             dt = time.thread_time() - c
             if i > WARMUP and result.refit is None:
                 times.append(dt)
-                judged.append(i % GhostParams.period == 0)
+                kinds.append(CLASSES[0] if entry else CLASSES[1] if judged else CLASSES[2])
                 if steps is not None:
                     for name in (*STEPS, KERNELS):
                         steps.setdefault(name, []).append(spent[name])
@@ -195,8 +203,11 @@ def frame_ms(
             setattr(owner, attr, originals[name])
         for n, kernel in compiled.items():
             setattr(kernels, n, kernel)
-    ms, on = 1e3 * np.array(times), np.array(judged)
-    return float(np.median(ms)), float(ms.mean()), float(ms[on].mean()), float(ms[~on].mean())
+    if classes is not None:
+        classes.extend(kinds)
+    ms, kind = 1e3 * np.array(times), np.array(kinds)
+    means = {k: float(ms[kind == k].mean()) for k in CLASSES if (kind == k).any()}
+    return float(np.median(ms)), float(ms.mean()), means
 
 
 def versus_ms(frames: list[np.ndarray], knobs: dict, changed: dict) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -379,17 +390,20 @@ def main() -> None:
             )
             continue
         steps: dict[str, list[float]] | None = {} if args.steps else None
-        tight, tight_mean, _, _ = frame_ms(frames, False, knobs=knobs)
-        paced, paced_mean, judged, others = frame_ms(frames, True, steps, knobs, args.before)
+        kinds: list[str] = []
+        tight, tight_mean, _ = frame_ms(frames, False, knobs=knobs)
+        paced, paced_mean, means = frame_ms(frames, True, steps, knobs, args.before, kinds)
         print(
-            f"{size}: back to back {tight:.2f} ms a frame (mean {tight_mean:.2f}), "
-            f"paced at 30 fps {paced:.2f} ms (mean {paced_mean:.2f}; {judged:.2f} where the ghost test "
-            f"judges, {others:.2f} elsewhere)",
+            f"{size}: back to back {tight:.2f} ms a frame (mean {tight_mean:.2f}), paced at 30 fps "
+            f"{paced:.2f} ms (mean {paced_mean:.2f}; " + ", ".join(f"{k} {v:.2f}" for k, v in means.items()) + ")",
             flush=True,
         )
+        kind = np.array(kinds)
         for name, seconds in (steps or {}).items():
             ms = 1e3 * np.asarray(seconds)
-            print(f"  {name:16s} {float(np.median(ms)):.3f} ms a paced frame (median), {float(ms.mean()):.3f} (mean)")
+            apart = ", ".join(f"{k} {float(ms[kind == k].mean()):.3f}" for k in means)
+            median, mean = float(np.median(ms)), float(ms.mean())
+            print(f"  {name:16s} {median:.3f} ms a paced frame (median), {mean:.3f} (mean; {apart})")
 
 
 if __name__ == "__main__":
