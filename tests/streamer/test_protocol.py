@@ -32,6 +32,13 @@ def test_round_trip_keeps_pixels_and_header():
     ) == (1, "cam1", "e1", 7, 123, [4, 6], "uint8", "raw", 9)
 
 
+def test_numpy_scalars_in_a_header_are_written_as_json_numbers():
+    parts = encode("mask", "cam1", "e1", 0, 0, _frame(), fg_ratio=np.float32(0.25), area=np.int64(7), nan=float("nan"))
+    h = json.loads(parts[1])
+    assert (h["fg_ratio"], h["area"], h["nan"]) == (0.25, 7, None)  # NaN is not JSON: null
+    assert decode([bytes(p) for p in parts], "mask").header["area"] == 7
+
+
 def _mutated(kind="frame", image=None, png=False, **header_changes):
     """A valid message (a PNG payload with ``png``) whose header then gets ``header_changes``."""
     image = _frame() if image is None else image
@@ -42,6 +49,11 @@ def _mutated(kind="frame", image=None, png=False, **header_changes):
     return parts
 
 
+_NAN_SEQ = (
+    b'{"v":1,"camera":"cam1","epoch":"e1","seq":NaN,"t_capture_ns":0,"shape":[4,6],"dtype":"uint8","encoding":"raw"}'
+)
+
+
 @pytest.mark.parametrize(
     "parts, reason",
     [
@@ -50,6 +62,8 @@ def _mutated(kind="frame", image=None, png=False, **header_changes):
         ([b"frame/cam1/", b"\xff\xfe", b""], "header"),
         ([b"frame/cam1/", b"[1, 2]", b""], "header"),
         ([b"frame/cam1/", b"x" * 20000, b""], "header"),
+        ([b"frame/cam1/", _NAN_SEQ, b""], "header"),  # strict JSON: NaN is not a JSON number
+        ([b"frame/cam1/", _NAN_SEQ.replace(b"NaN", b"9" * 30), b""], "field"),  # past 64 bits: read as a float
         (_mutated(v=2), "version"),
         (_mutated(seq="7"), "field"),
         (_mutated(seq=-1), "field"),
