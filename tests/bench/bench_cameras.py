@@ -124,8 +124,8 @@ def main():
                 f"{size} N={n}: {r['masks']} masks received of ~{expected} at 30 fps, worker drops "
                 f"{r['dropped']:.0f}, lost {r['lost']:.0f}, p99 {1000 * r['p99_s']:.0f} ms, load {r['load']:.1f}; "
                 f"CPU per camera: worker {100 * r['cpu']['worker'] / n:.0f}%, capture "
-                f"{100 * r['cpu']['capture'] / n:.0f}% of a core, this subscriber {100 * r['cpu']['this']:.0f}%: "
-                + ("pass" if ok else "FAIL"),
+                f"{100 * r['cpu']['capture'] / n:.0f}% of a core, "
+                f"this subscriber {100 * r['cpu']['this']:.0f}% for all cameras: " + ("pass" if ok else "FAIL"),
                 flush=True,
             )
             if not ok:
