@@ -74,8 +74,7 @@ def run_subscriber(
     s = cfg.subscribe
     if s.events:
         return _run_events(cfg, stop, log, out)
-    sock = _socket(s, cfg.camera)
-    connected = _Connected(sock, s.masks_endpoint, log)
+    sock, connected = _socket(s, cfg.camera, log)
     if on_event is not None:
         sock.setsockopt(zmq.SUBSCRIBE, topic("event", cfg.camera))
     if s.output:
@@ -137,8 +136,7 @@ PRINTED = (
 def _run_events(cfg: Config, stop: threading.Event, log: logging.Logger, out: TextIO) -> dict[str, int]:
     """Print every event of ``event/<camera>/`` as a JSON line until stopped or ``count`` arrived."""
     s = cfg.subscribe
-    sock = _socket(s, cfg.camera, "event")
-    connected = _Connected(sock, s.masks_endpoint, log)
+    sock, connected = _socket(s, cfg.camera, log, "event")
     tracker = SequenceTracker()
     received = gaps = rejected = 0
     try:
@@ -186,8 +184,10 @@ class _Connected:
             self.mon = None
 
 
-def _socket(s, camera, kind="mask"):
-    """The SUB socket on ``<kind>/<camera>/``, connected (CURVE when configured)."""
+def _socket(s, camera, log, kind="mask"):
+    """The SUB socket on ``<kind>/<camera>/``, connected (CURVE when configured), and its
+    :class:`_Connected` watch, attached before the connect: a handshake that completed before the
+    monitor existed would never be reported, and the readiness line never logged."""
     sock = zmq.Context.instance().socket(zmq.SUB)
     sock.setsockopt(zmq.RCVHWM, 1000)
     sock.setsockopt(zmq.LINGER, 0)
@@ -195,8 +195,9 @@ def _socket(s, camera, kind="mask"):
     sock.setsockopt(zmq.SUBSCRIBE, topic(kind, camera))
     if s.curve_secret_key:
         security.make_client(sock, s.curve_secret_key, s.curve_server_key)
+    connected = _Connected(sock, s.masks_endpoint, log)
     sock.connect(s.masks_endpoint)
-    return sock
+    return sock, connected
 
 
 def _write_png(directory, msg) -> str:

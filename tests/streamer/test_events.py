@@ -331,6 +331,37 @@ def test_subscribe_events_prints_each_event_as_a_json_line(tmp_path):
     assert "received 2 events" in err.decode()
 
 
+def test_the_subscribers_readiness_is_logged_when_the_handshake_beats_its_first_check(caplog):
+    """``kdrsdl subscribe`` logs "connected to" once its connection is up (scripts wait for that
+    line). The publisher is bound first and the subscriber's thread stalls 0.3 s after connecting,
+    as on a busy machine: the handshake is over long before the first check, and must still be
+    reported. A monitor attached after the connect misses such a handshake for good (a one-off
+    script with 50 ms between the two missed 20 of 20), and CI once waited 30 s for the line."""
+    import logging
+    import types
+
+    from streamer.processes import subscriber
+
+    pub = zmq.Context.instance().socket(zmq.PUB)
+    pub.setsockopt(zmq.LINGER, 0)
+    pub.bind("tcp://127.0.0.1:0")
+    endpoint = pub.getsockopt(zmq.LAST_ENDPOINT).decode()
+    settings = types.SimpleNamespace(masks_endpoint=endpoint, curve_secret_key=None, curve_server_key=None)
+    log = logging.getLogger("test.subscriber")
+    with caplog.at_level(logging.INFO, logger="test.subscriber"):
+        for kind in ("mask", "event"):
+            sock, connected = subscriber._socket(settings, "cam1", log, kind)
+            time.sleep(0.3)
+            deadline = time.monotonic() + 5  # the handshake is over; 5 s only bounds a failure
+            while connected.mon is not None and time.monotonic() < deadline:
+                connected.check()
+                time.sleep(0.01)
+            connected.close()
+            sock.close()
+    pub.close()
+    assert [r.getMessage() for r in caplog.records] == [f"connected to {endpoint}"] * 2
+
+
 def test_the_readme_event_consumer_prints_what_the_worker_sends(tmp_path):
     """The README's Python consumer of events, run as a user runs it, against a real worker."""
     import re
