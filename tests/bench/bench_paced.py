@@ -2,7 +2,7 @@
 
 Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_paced.py [--sizes 40x30 160x120 320x240]
 [--steps] [--before spin|memory|model] [--set KNOB=VALUE ...] [--versus KNOB=VALUE ...] [--kernels]
-[--kernels-against FILE [--back-to-back]] [--video PATH] [--frames 750]``.
+[--kernels-against FILE [--back-to-back]] [--video PATH] [--frames 750] [--batch N]``.
 
 For each size, the motorway video (``../shared/data/video/motorway_320x240.avi``, 748 frames; or
 ``--video``, a video file or a CDnet sequence's directory, its first ``--frames`` frames)
@@ -21,6 +21,9 @@ With ``--before spin|memory|model``, something runs after each paced wait and be
 tell what the wait costs the frame (docs/results.md, "Speed"): ``spin`` a 1 ms busy loop (the core
 kept awake), ``memory`` a sum over 64 MB of other memory (the caches filled with other data),
 ``model`` a read of every cache line of the model's arrays (its data brought back, its code not).
+
+With ``--batch N``, the paced run takes its frames N at a time, each group once its last frame is
+due, with one wait per group: what a worker would save by waiting for N frames before it works.
 
 With ``--versus KNOB=VALUE``, each size instead runs two models in one process, the second with
 that knob changed (:func:`versus_ms`), their paced frames interleaved: what a choice costs a
@@ -158,6 +161,7 @@ def frame_ms(
     knobs=None,
     before: str | None = None,
     classes: list[str] | None = None,
+    batch: int = 1,
 ) -> tuple[float, float, dict[str, float]]:
     """The median and the mean CPU time of the frames' thread per frame, ms (frames after the
     warm-up, no refit), and the mean over each of :data:`CLASSES`. The mean counts the steps that
@@ -166,7 +170,8 @@ def frame_ms(
 
     ``steps``: filled with each of :data:`STEPS`' CPU time per counted frame, seconds (the steps are
     timed only when it is given); ``classes``: filled with each counted frame's class.
-    ``before``: :func:`before_frame`'s kind, after each paced wait.
+    ``before``: :func:`before_frame`'s kind, after each paced wait. ``batch``: paced frames are
+    taken ``batch`` at a time, once the last of them is due (one wait for each ``batch`` frames).
     """
     model = KDRSDLBackgroundSubtractor(**(knobs or {}))
     spent: collections.Counter[str] = collections.Counter()
@@ -183,7 +188,8 @@ def frame_ms(
         t0 = time.perf_counter()
         for i, frame in enumerate(frames):
             if paced:
-                while (wait := t0 + i / FPS - time.perf_counter()) > 0:
+                due = (i // batch) * batch + batch - 1
+                while (wait := t0 + due / FPS - time.perf_counter()) > 0:
                     time.sleep(wait)
                 before_frame(before, model, other)
             spent.clear()
@@ -337,6 +343,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=["40x30", "160x120", "320x240"])
     ap.add_argument("--steps", action="store_true", help="also time the model's steps in the paced run")
+    ap.add_argument(
+        "--batch", type=int, default=1, help="paced frames taken this many at a time after one wait (default 1)"
+    )
     ap.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="one of the model's knobs")
     ap.add_argument("--video", default=str(VIDEO), help="a video file or a CDnet sequence's directory")
     ap.add_argument("--frames", type=int, default=750, help="at most this many of its frames (default %(default)s)")
@@ -392,7 +401,7 @@ def main() -> None:
         steps: dict[str, list[float]] | None = {} if args.steps else None
         kinds: list[str] = []
         tight, tight_mean, _ = frame_ms(frames, False, knobs=knobs)
-        paced, paced_mean, means = frame_ms(frames, True, steps, knobs, args.before, kinds)
+        paced, paced_mean, means = frame_ms(frames, True, steps, knobs, args.before, kinds, args.batch)
         print(
             f"{size}: back to back {tight:.2f} ms a frame (mean {tight_mean:.2f}), paced at 30 fps "
             f"{paced:.2f} ms (mean {paced_mean:.2f}; " + ", ".join(f"{k} {v:.2f}" for k, v in means.items()) + ")",
