@@ -44,14 +44,19 @@ sys.path.insert(0, str(ROOT / "tests" / "bench"))
 
 from bench_paced import FPS, VIDEO, WARMUP  # noqa: E402  (the same video, rate and frames left out)
 
-#: Lateness beyond which a worker with the default backlog (2 frames) would have dropped a frame, ms.
-DROP_MS = 2 * 1000 / FPS
+from streamer.config import WorkerConfig  # noqa: E402
+
+#: Lateness beyond which a worker with the default ``[worker] backlog`` would have dropped a frame, ms.
+DROP_MS = WorkerConfig.model_fields["backlog"].default * 1000 / FPS
+#: One of ``--runs``: where the refits run and the niceness they get.
+RUN = re.compile(r"(thread|process):(\d+)")
 
 
 def child(run: str, frames: int, video: str) -> None:
     """Run the model paced with its refits as ``run`` says (``thread:N``, ``process:N``) and print one line."""
-    where, _, n = run.partition(":")
-    niceness = int(n)
+    match = RUN.fullmatch(run)
+    assert match is not None  # checked by main
+    where, niceness = match[1], int(match[2])
     from streamer.ops.memory import hold_freed_heap
 
     hold_freed_heap()  # as the worker does (streamer.ops.memory)
@@ -123,7 +128,7 @@ def child(run: str, frames: int, video: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", nargs="+", default=["thread:10", "thread:0", "process:10"])
+    ap.add_argument("--runs", nargs="+", default=["thread:10", "thread:0", "process:10"], help="thread:N or process:N")
     ap.add_argument("--hogs", type=int, default=3, help="busy loops at nice 0 beside the model")
     ap.add_argument("--frames", type=int, default=1500)
     ap.add_argument("--video", default=str(VIDEO))
@@ -132,14 +137,14 @@ def main() -> None:
     if a.child is not None:
         child(a.child, a.frames, a.video)
         return
+    if bad := [run for run in a.runs if RUN.fullmatch(run) is None]:
+        raise SystemExit(f"{', '.join(bad)}: a run is thread:N or process:N")
     if not pathlib.Path(a.video).exists():
         raise SystemExit(f"{a.video}: missing (../shared/data is not beside this checkout)")
     print(f"{a.video}: {a.frames} frames at {FPS:.0f} fps, {a.hogs} busy loops beside", flush=True)
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(a.hogs)]
     try:
         for run in a.runs:
-            if re.fullmatch(r"(thread|process):\d+", run) is None:
-                raise SystemExit(f"{run}: a run is thread:N or process:N")
             cmd = [sys.executable, __file__, "--child", run, "--frames", str(a.frames), "--video", a.video]
             subprocess.run(cmd, check=True)
     finally:
