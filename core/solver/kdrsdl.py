@@ -15,7 +15,7 @@ from core.solver.penalty import ETA, MU_CAP
 from core.solver.products import fold, left_unfolded, right_unfolded, sandwich, slice_norms_unfolded, unfold
 from core.solver.prox import shrink
 from core.solver.state import KDRSDLState
-from core.solver.stein import stein_bases, stein_solve_unfolded
+from core.solver.stein import stein_solve_unfolded
 
 #: What :func:`core.solver.fused.sweep` reads for the robust mean outside mean mode.
 _NO_MEAN = np.zeros((0, 0), np.float32)
@@ -297,7 +297,6 @@ class _Pixels:
     W: np.ndarray
     LK: np.ndarray
     blocks: list[slice]
-    bounds: np.ndarray  # the blocks' first rows and the last block's end, int64 (compiled sweeps)
 
     @classmethod
     def allocate(cls, X1, Lam, mu, r, lam, mean):
@@ -318,7 +317,6 @@ class _Pixels:
             W=np.empty((k_max, N, n), dtype=X1.dtype),
             LK=np.empty((k_max, N, n), dtype=X1.dtype),
             blocks=blocks,
-            bounds=np.array([b.start for b in blocks] + [m], dtype=np.int64),
         )
 
 
@@ -465,28 +463,11 @@ def _update_cores(AtT, AtA, B, R, Y, mu, muK, alpha):
     RmK = K - Y / muK
     R = shrink(RmK, alpha / muK)
     np.subtract(R, K, out=RmK)
-    err_split = _split(R, RmK)
+    R_norms = slice_norms_unfolded(R)
+    err_split = float(np.max(slice_norms_unfolded(RmK) / np.where(R_norms > 0, R_norms, 1.0)))
     RmK *= muK
     Y += RmK
     return K, R, Y, err_split
-
-
-def _split(R, RmK):
-    """``max_i |R_i - K_i|_F / |R_i|_F`` from ``R`` and ``R - K`` (r, N, r): the split criterion."""
-    R_norms = slice_norms_unfolded(R)
-    return float(np.max(slice_norms_unfolded(RmK) / np.where(R_norms > 0, R_norms, 1.0)))
-
-
-def _update_compiled(px, K, B, R, Y, mu, muK, alpha, compiled):
-    """Steps 3-7 and the next ``A K_i``, ``A R_i`` by :mod:`core.solver.fused`'s calls, which hold
-    no GIL: the same bits as :func:`_update_dictionary` and :func:`_update_cores`. ``compiled`` is
-    that module; ``Y`` is updated in place. Returns ``A, B, K, R, err_split, AK, AR``."""
-    A = compiled.dictionary_A(px.TB, K, B, mu)
-    AtT = left_unfolded(A.T, px.T).reshape(-1, px.T.shape[2])  # (r, N, n): A^T S_i / mu
-    B, AtA, BtB = compiled.dictionary_B(AtT, A, K, mu)
-    a, P, b, Q = stein_bases(AtA, BtB)  # numpy's float32 eigh (numba's differs in its last bits)
-    K, R, RmK, AK, AR = compiled.cores(AtT, A, B, R, Y, a, P, b, Q, mu, muK, alpha)
-    return A, B, K, R, _split(R, RmK), AK, AR
 
 
 def _package(A, B, K, R, E, Q, Y, M, mu, muK, muK0, err_rec, err_split, converged, warm):
@@ -675,15 +656,10 @@ def kdrsdl(
     muK_max = MU_CAP * muK0
     px = _Pixels.allocate(X1, Lam, mu, r, lam, mean)
     fused: Any = None
-    kernels: Any = None  # core.solver.fused where a whole sweep and the updates run compiled
     if compiled and dt == np.float32:
-        from core.solver import fused as kernels_module  # numba: imported only when asked for
+        from core.solver.fused import sweep  # numba: imported only when asked for
 
-        fused = kernels_module.sweep
-        # numpy's matmul makes a product with a side of 1 by GEMV or DOT, which the compiled
-        # calls do not mirror: those shapes keep the per-block sweep
-        if min(r, N, m, n) >= 2:
-            kernels = kernels_module
+        fused = sweep
 
     AK = left_unfolded(A, K)  # A K_i
     AR = None  # A R_i of the iteration whose step 7 and criterion are pending
@@ -704,16 +680,7 @@ def kdrsdl(
             if M is not None:
                 M_prev = M.copy()
         c = 1.0 if AR is None else dt.type(mu_prev / mu)  # mu_k / mu_{k+1}
-        if kernels is not None and not final and not needed:  # no criterion: one call, no GIL
-            kernels.sweep_rows(
-                px.bounds, AK, B, px.LK, px.T, px.Q, px.X1, px.E, px.TB,
-                _NO_MEAN if M is None else M, _NO_MEAN if M is None else px.X_mean,
-                dt.type(c), dt.type(px.lam / mu), AR is not None, M is not None,
-            )  # fmt: skip
-            parts = []
-        else:
-            E_next = None if final else px.E
-            parts = [_sweep(px, rows, AK, AR, B, M, c, E_next, mu, needed, fused) for rows in px.blocks]
+        parts = [_sweep(px, rows, AK, AR, B, M, c, None if final else px.E, mu, needed, fused) for rows in px.blocks]
         if AR is not None:
             err_rec.append(float(np.max(np.sqrt(np.sum(parts, axis=0)) / X_norms_safe)) if needed else np.nan)
             if not (np.isfinite(err_split[-1]) and (np.isfinite(err_rec[-1]) or not needed)):
@@ -726,14 +693,11 @@ def kdrsdl(
                 break
         if final:
             break
-        if kernels is not None:
-            A, B, K, R, split, AK, AR = _update_compiled(px, K, B, R, Y, float(mu), float(muK), float(alpha), kernels)
-        else:
-            A, B, AtT, AtA = _update_dictionary(px.TB, px.T, K, B, mu)
-            K, R, Y, split = _update_cores(AtT, AtA, B, R, Y, mu, muK, alpha)
-            AK = left_unfolded(A, K)
-            AR = left_unfolded(A, R)
+        A, B, AtT, AtA = _update_dictionary(px.TB, px.T, K, B, mu)
+        K, R, Y, split = _update_cores(AtT, AtA, B, R, Y, mu, muK, alpha)
         err_split.append(split)
+        AK = left_unfolded(A, K)
+        AR = left_unfolded(A, R)
         # 8. penalties, capped (paper Section 4)
         mu_prev = mu
         mu = min(mu_max, rho * mu)

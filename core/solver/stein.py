@@ -72,30 +72,6 @@ def stein_solve_unfolded(AtA: np.ndarray, BtB: np.ndarray, C: np.ndarray, mu: fl
     """
     if not muK > 0:
         raise ValueError(f"muK must be > 0, got {muK}")
-    a, P, b, Q = stein_bases(AtA, BtB)
-    dt = C.dtype
-    P, Q = P.astype(dt, copy=False), Q.astype(dt, copy=False)
-    r, N, _ = C.shape
-    denom = (muK + mu * np.outer(a, b)).astype(dt)
-    T = ((P.T @ C.reshape(r, N * r)).reshape(r * N, r) @ Q).reshape(r, N, r)  # P^T C_i Q
-    T /= denom[:, None, :]
-    return ((P @ T.reshape(r, N * r)).reshape(r * N, r) @ Q.T).reshape(r, N, r)
-
-
-def stein_bases(AtA: np.ndarray, BtB: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The eigendecompositions that :func:`stein_solve_unfolded` divides in: ``AtA = P diag(a) P^T``
-    and ``BtB = Q diag(b) Q^T``, the eigenvalues clamped at 0.
-
-    Parameters
-    ----------
-    AtA, BtB : ndarray, shape (r, r), float32 or float64
-        Symmetric positive semi-definite.
-
-    Returns
-    -------
-    a, P, b, Q : ndarray
-        Eigenvalues (r,) and eigenvectors (r, r, columns), in the dtype of the inputs.
-    """
     # NumPy's LAPACK, not SciPy's: SciPy wheels bundle a second OpenBLAS whose idle
     # threads compete with NumPy's (core.solver.products, the unfolded layout section).
     a, P = np.linalg.eigh(AtA)
@@ -103,7 +79,13 @@ def stein_bases(AtA: np.ndarray, BtB: np.ndarray) -> tuple[np.ndarray, np.ndarra
     # Rounding can make the smallest eigenvalues slightly negative; they are >= 0.
     np.maximum(a, 0, out=a)
     np.maximum(b, 0, out=b)
-    return a, P, b, Q
+    dt = C.dtype
+    P, Q = P.astype(dt, copy=False), Q.astype(dt, copy=False)
+    r, N, _ = C.shape
+    denom = (muK + mu * np.outer(a, b)).astype(dt)
+    T = ((P.T @ C.reshape(r, N * r)).reshape(r * N, r) @ Q).reshape(r, N, r)  # P^T C_i Q
+    T /= denom[:, None, :]
+    return ((P @ T.reshape(r, N * r)).reshape(r * N, r) @ Q.T).reshape(r, N, r)
 
 
 def stein_solve_direct(AtA: np.ndarray, BtB: np.ndarray, C: np.ndarray, mu: float, muK: float) -> np.ndarray:

