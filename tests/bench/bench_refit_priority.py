@@ -1,7 +1,7 @@
 """How late a frame comes out while its own worker's refit runs, with the cores busy (issue 46).
 
 Run: ``OPENBLAS_NUM_THREADS=1 python tests/bench/bench_refit_priority.py [--runs thread:10 thread:0
-process:10] [--hogs 3] [--frames 1500] [--video PATH]``.
+process:10 spin:10:50] [--hogs 3] [--frames 1500] [--video PATH] [--spin-cpu 0.15]``.
 
 A worker's refit runs on a thread of the worker's process at a lower priority
 (:data:`core.streaming.refit.REFIT_NICENESS`), so that where cameras share the cores a frame does
@@ -19,6 +19,10 @@ its nice value (the worker's way, N = 10). ``process:N``: each refit handed whol
 its own at nice N (:func:`core.streaming.refit.solve_window` in a ``concurrent.futures`` pool of
 one process, started and its imports loaded before the first frame), the refit thread only
 waiting for it: a design the worker does not have, measured to tell what it would change.
+``spin:N:MS``: no refits after the window's warm-up; instead a thread at nice +N burns a warm
+refit's CPU (``--spin-cpu``, seconds) every ``refit_interval`` frames' time, in compiled calls of MS
+ms each that hold no GIL (numba, ``nogil``), taking the GIL back only between two calls: how late
+the frames come out as a function of how often a starved thread of their process takes the GIL.
 
 Printed, over the frames after the 300th: how late each frame's mask is (from when the frame was
 due to the end of its ``apply``, ms), p99 and largest, apart for the frames that ran while a refit
@@ -34,6 +38,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -44,19 +49,47 @@ sys.path.insert(0, str(ROOT / "tests" / "bench"))
 
 from bench_paced import FPS, VIDEO, WARMUP  # noqa: E402  (the same video, rate and frames left out)
 
+from core.streaming.params import BackgroundParams  # noqa: E402
 from streamer.config import WorkerConfig  # noqa: E402
 
 #: Lateness beyond which a worker with the default ``[worker] backlog`` would have dropped a frame, ms.
 DROP_MS = WorkerConfig.model_fields["backlog"].default * 1000 / FPS
-#: One of ``--runs``: where the refits run and the niceness they get.
-RUN = re.compile(r"(thread|process):(\d+)")
+#: One of ``--runs``: where the refits run and the niceness they get (and a spinner's call, ms).
+RUN = re.compile(r"(thread|process):(\d+)|spin:(\d+):(\d+)")
 
 
-def child(run: str, frames: int, video: str) -> None:
-    """Run the model paced with its refits as ``run`` says (``thread:N``, ``process:N``) and print one line."""
+def spinner(niceness: int, call_ms: int, cpu: float, period: float, spans: list, stop: threading.Event) -> None:
+    """Every ``period`` s, burn ``cpu`` s of this thread's CPU at nice +``niceness`` in nogil calls of
+    ``call_ms`` ms; each burst's wall span goes to ``spans``."""
+    from numba import njit
+
+    from core.streaming.refit import lower_thread_priority
+
+    @njit(nogil=True)
+    def burn(n: int) -> float:  # pragma: no cover - compiled
+        s = 0.0
+        for i in range(n):
+            s += np.sqrt(np.float64(i))
+        return s
+
+    burn(1000)
+    c = time.thread_time()
+    burn(10**7)
+    n = max(1, int(call_ms * 1e-3 * 10**7 / (time.thread_time() - c)))  # iterations of one call
+    lower_thread_priority(niceness)
+    while not stop.wait(period):
+        t, c = time.monotonic(), time.thread_time()
+        while time.thread_time() - c < cpu:
+            burn(n)
+        spans.append((t, time.monotonic()))
+
+
+def child(run: str, frames: int, video: str, spin_cpu: float) -> None:
+    """Run the model paced with its refits as ``run`` says (``thread:N``, ``process:N``, ``spin:N:MS``) and
+    print one line."""
     match = RUN.fullmatch(run)
     assert match is not None  # checked by main
-    where, niceness = match[1], int(match[2])
+    where, niceness = (match[1], int(match[2])) if match[1] else ("spin", int(match[3]))
     from streamer.ops.memory import hold_freed_heap
 
     hold_freed_heap()  # as the worker does (streamer.ops.memory)
@@ -75,7 +108,7 @@ def child(run: str, frames: int, video: str) -> None:
 
     if where == "thread":
         refit.solve_window = timed  # type: ignore[assignment]
-    else:  # each refit whole in one other process at that niceness; this thread waits for it
+    elif where == "process":  # each refit whole in one other process at that niceness; this thread waits for it
         pool = concurrent.futures.ProcessPoolExecutor(
             1, mp_context=multiprocessing.get_context("spawn"), initializer=os.nice, initargs=(niceness,)
         )
@@ -99,7 +132,14 @@ def child(run: str, frames: int, video: str) -> None:
     kernels.start()
     while not kernels.ready():
         time.sleep(0.1)
-    model = KDRSDLBackgroundSubtractor(async_refit=True)
+    stop = threading.Event()
+    if where == "spin":  # the window's refits while it fills, then none: the spinner stands in
+        every = BackgroundParams().refit_interval
+        model = KDRSDLBackgroundSubtractor(async_refit=True, refit_interval=10**6)
+        args = (niceness, int(match[4]), spin_cpu, every / FPS, spans, stop)
+        threading.Thread(target=spinner, args=args, daemon=True).start()
+    else:
+        model = KDRSDLBackgroundSubtractor(async_refit=True)
     runs = []
     t0 = time.monotonic()
     for i in range(frames):
@@ -109,6 +149,7 @@ def child(run: str, frames: int, video: str) -> None:
         start = time.monotonic()
         model.apply(images[i % len(images)])
         runs.append((due, start, time.monotonic()))
+    stop.set()
     if not spans:
         raise SystemExit(f"{run}: no refit finished in {frames} frames")
     late = np.array([(end - due) * 1e3 for due, _, end in runs[WARMUP:]])
@@ -118,9 +159,12 @@ def child(run: str, frames: int, video: str) -> None:
         return f"{np.percentile(late[sel], 99):.1f} / {late[sel].max():.1f}" if sel.any() else "none"
 
     seconds = np.mean([b - a for a, b in spans])
+    spin = where == "spin"
+    what = f"{spin_cpu:.2f} s bursts of {match[4]} ms nogil calls" if spin else f"refits on a {where}"
+    noun = "burst" if spin else "refit"
     print(
-        f"refits on a {where} at nice +{niceness}: {len(spans)} refits, {seconds:.2f} s each (wall); frames late "
-        f"by ms, p99 / largest: during a refit ({during.sum()} frames) {spread(during)}, the others "
+        f"{what} at nice +{niceness}: {len(spans)} {noun}s, {seconds:.2f} s each (wall); frames late "
+        f"by ms, p99 / largest: during a {noun} ({during.sum()} frames) {spread(during)}, the others "
         f"({(~during).sum()}) {spread(~during)}; more than {DROP_MS:.0f} ms late: {int((late > DROP_MS).sum())}",
         flush=True,
     )
@@ -132,13 +176,14 @@ def main() -> None:
     ap.add_argument("--hogs", type=int, default=3, help="busy loops at nice 0 beside the model")
     ap.add_argument("--frames", type=int, default=1500)
     ap.add_argument("--video", default=str(VIDEO))
+    ap.add_argument("--spin-cpu", type=float, default=0.15, help="CPU seconds of a spin:N:MS burst (a warm refit's)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child is not None:
-        child(a.child, a.frames, a.video)
+        child(a.child, a.frames, a.video, a.spin_cpu)
         return
     if bad := [run for run in a.runs if RUN.fullmatch(run) is None]:
-        raise SystemExit(f"{', '.join(bad)}: a run is thread:N or process:N")
+        raise SystemExit(f"{', '.join(bad)}: a run is thread:N, process:N or spin:N:MS")
     if not pathlib.Path(a.video).exists():
         raise SystemExit(f"{a.video}: missing (../shared/data is not beside this checkout)")
     print(f"{a.video}: {a.frames} frames at {FPS:.0f} fps, {a.hogs} busy loops beside", flush=True)
@@ -146,6 +191,7 @@ def main() -> None:
     try:
         for run in a.runs:
             cmd = [sys.executable, __file__, "--child", run, "--frames", str(a.frames), "--video", a.video]
+            cmd += ["--spin-cpu", str(a.spin_cpu)]
             subprocess.run(cmd, check=True)
     finally:
         for h in hogs:
