@@ -20,7 +20,7 @@ its own at nice N (:func:`core.streaming.refit.solve_window` in a ``concurrent.f
 one process, started and its imports loaded before the first frame), the refit thread only
 waiting for it: a design the worker does not have, measured to tell what it would change.
 ``spin:N:MS``: no refits after the window's warm-up; instead a thread at nice +N burns a warm
-refit's CPU (``--spin-cpu``, seconds) every ``refit_interval`` frames' time, in compiled calls of MS
+refit's CPU (``--spin-cpu``, seconds), then sleeps ``refit_interval`` frames' time, in compiled calls of MS
 ms each that hold no GIL (numba, ``nogil``), taking the GIL back only between two calls: how late
 the frames come out as a function of how often a starved thread of their process takes the GIL.
 
@@ -59,8 +59,8 @@ RUN = re.compile(r"(thread|process):(\d+)|spin:(\d+):(\d+)")
 
 
 def spinner(niceness: int, call_ms: int, cpu: float, period: float, spans: list, stop: threading.Event) -> None:
-    """Every ``period`` s, burn ``cpu`` s of this thread's CPU at nice +``niceness`` in nogil calls of
-    ``call_ms`` ms; each burst's wall span goes to ``spans``."""
+    """Burn ``cpu`` s of this thread's CPU at nice +``niceness`` in nogil calls of ``call_ms`` ms, then
+    sleep ``period`` s, until ``stop``; each burst's wall span goes to ``spans``."""
     from numba import njit
 
     from core.streaming.refit import lower_thread_priority
@@ -90,6 +90,7 @@ def child(run: str, frames: int, video: str, spin_cpu: float) -> None:
     match = RUN.fullmatch(run)
     assert match is not None  # checked by main
     where, niceness = (match[1], int(match[2])) if match[1] else ("spin", int(match[3]))
+    noun = "burst" if where == "spin" else "refit"
     from streamer.ops.memory import hold_freed_heap
 
     hold_freed_heap()  # as the worker does (streamer.ops.memory)
@@ -151,7 +152,7 @@ def child(run: str, frames: int, video: str, spin_cpu: float) -> None:
         runs.append((due, start, time.monotonic()))
     stop.set()
     if not spans:
-        raise SystemExit(f"{run}: no refit finished in {frames} frames")
+        raise SystemExit(f"{run}: no {noun} finished in {frames} frames")
     late = np.array([(end - due) * 1e3 for due, _, end in runs[WARMUP:]])
     during = np.array([any(a < end and start < b for a, b in spans) for _, start, end in runs[WARMUP:]])
 
@@ -159,9 +160,7 @@ def child(run: str, frames: int, video: str, spin_cpu: float) -> None:
         return f"{np.percentile(late[sel], 99):.1f} / {late[sel].max():.1f}" if sel.any() else "none"
 
     seconds = np.mean([b - a for a, b in spans])
-    spin = where == "spin"
-    what = f"{spin_cpu:.2f} s bursts of {match[4]} ms nogil calls" if spin else f"refits on a {where}"
-    noun = "burst" if spin else "refit"
+    what = f"{spin_cpu:.2f} s bursts of {match[4]} ms nogil calls" if where == "spin" else f"refits on a {where}"
     print(
         f"{what} at nice +{niceness}: {len(spans)} {noun}s, {seconds:.2f} s each (wall); frames late "
         f"by ms, p99 / largest: during a {noun} ({during.sum()} frames) {spread(during)}, the others "
