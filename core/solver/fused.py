@@ -108,3 +108,11 @@ def sweep(
                 oi = o + np.uint64(i * n)
                 for j in range(np.uint64(n)):
                     T[oi + j] += acc[j]
+
+
+def warm() -> None:
+    """Load :func:`sweep` from numba's cache (or compile it) now, on a 2 x 2 x 2 window, with the
+    signature a solve calls it with (every array C-contiguous float32)."""
+    cube = np.ones((2, 2, 2), np.float32)
+    square, one = np.ones((2, 2), np.float32), np.float32(1)
+    sweep(cube, cube.copy(), cube.copy(), cube, cube.copy(), square, square.copy(), one, one, True, True)

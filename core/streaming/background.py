@@ -23,6 +23,7 @@ from core.streaming.light import LightChange, detect_light_change, map_state, sa
 from core.streaming.params import BackgroundParams
 from core.streaming.postprocess import drop_specks, grow, postprocess_restored
 from core.streaming.refit import RefitReport, RefitSettings, Refitter
+from core.streaming.refit_process import ProcessRefitter
 from core.streaming.samples import SampleParams, SampleSet
 from core.streaming.snapshot import ModelSnapshot
 from core.streaming.window import WindowSchedule
@@ -206,7 +207,12 @@ class KDRSDLBackgroundSubtractor:
         self._kernels_loaded = False  # once loaded, the kernels stay loaded (compiled)
         if self.params.kernel == "numba" and self.params.decision == "pixel":
             _warm_kernels()
-        self._refitter = Refitter(self.params.async_refit)
+        p = self.params
+        self._refitter: Refitter | ProcessRefitter = (
+            ProcessRefitter(compiled=p.kernel == "numba")
+            if p.async_refit and p.refit_process
+            else Refitter(p.async_refit)
+        )
         self.reset()
 
     def reset(self) -> None:
@@ -503,12 +509,13 @@ class KDRSDLBackgroundSubtractor:
         return self._refitter.wait(timeout)
 
     def close(self, wait: float = 2.0) -> bool:
-        """Abandon a running refit (at shutdown): it stops at its next iteration.
+        """Abandon a running refit (at shutdown): it stops at its next iteration. With
+        ``refit_process`` the refits' child process ends too (a later refit spawns another).
 
         Parameters
         ----------
         wait : float
-            Seconds to wait for the refit's thread to end.
+            Seconds to wait for the refit's thread (or child process) to end.
 
         Returns
         -------
@@ -516,7 +523,7 @@ class KDRSDLBackgroundSubtractor:
             True when no refit is still running. The learnt state is untouched: a
             :meth:`checkpoint` after ``close`` holds the last installed solution.
         """
-        return self._refitter.cancel(wait)
+        return self._refitter.close(wait)
 
     # ----------------------------------------------------------------- the per-frame steps
     def _prepare(self, image: np.ndarray) -> np.ndarray:

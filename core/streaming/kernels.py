@@ -2021,8 +2021,5 @@ def warm() -> None:
     labels(blob, np.empty((4, 4), np.int32))
     ghost_evidence(img, img, blob.astype(np.int32), 2)
     ghost_counts(blob.astype(np.int32), np.zeros(2, bool), blob.copy(), 4, 10, np.empty((4, 4), bool))
-    cube = np.ones((2, 2, 2), np.float32)
-    fused.sweep(
-        cube, cube.copy(), cube.copy(), cube, cube.copy(), img[:2, :2].copy(), img[:2, :2].copy(), one, one, True, True
-    )
+    fused.warm()
     _warm = True

@@ -223,6 +223,14 @@ class BackgroundParams:
         "the previous dictionary until the new one is ready; the frame at which a refit "
         "lands then depends on timing). The worker turns it on.",
     )
+    refit_process: bool = knob(
+        False,
+        "Run the window refits in a child process of their own (spawned with the model, at nice "
+        "+10) instead of on a thread (with async_refit, as in the worker; inline refits stay "
+        "inline): a refit the scheduler starves then cannot hold the frames' thread back through "
+        "Python's lock. It costs the child's memory (about 270 MiB at 320 x 240) "
+        'and the window\'s trip to it and back at each refit (docs/design.md, "Processes").',
+    )
     kernel: str = knob(
         "numba",
         "How a frame's per-pixel steps run: compiled loops ('numba': the band, the sample "

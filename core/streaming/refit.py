@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -300,7 +300,64 @@ class _Job:
             self.done.set()
 
 
-class Refitter:
+class PendingRefits:
+    """The frames' side of refits run elsewhere, one at a time: the refit whose report is wanted
+    and the last one handed over, each with ``kind``, ``done`` (an event) and ``report``.
+    :class:`Refitter` and :class:`core.streaming.refit_process.ProcessRefitter` tell how a refit
+    runs and how it is told to stop (:meth:`_stop`)."""
+
+    def __init__(self) -> None:
+        self._job: Any = None  # the refit whose report is wanted
+        self._last: Any = None  # the last refit handed over (possibly cancelled)
+
+    @property
+    def busy(self) -> bool:
+        """A refit is running (or finished and not yet collected)."""
+        return self._job is not None
+
+    @property
+    def running(self) -> str | None:
+        """ "cold" or "warm" while a refit runs (or awaits collection), else None."""
+        return None if self._job is None else self._job.kind
+
+    def wait(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds for the pending refit to finish (:meth:`collect` then has
+        its report): True when none is pending or it finished, False when it still runs."""
+        return self._job is None or self._job.done.wait(timeout)
+
+    def collect(self) -> RefitReport | None:
+        """The report of a finished refit, once; None if none finished."""
+        if self._job is None or not self._job.done.is_set():
+            return None
+        job, self._job = self._job, None
+        return job.report
+
+    def _stop(self, job: Any) -> None:
+        """Tell the refit ``job`` to stop at the solver's next iteration."""
+        raise NotImplementedError
+
+    def cancel(self, wait: float = 0.0) -> bool:
+        """Abandon a pending refit: it stops at the solver's next iteration, its result is dropped.
+
+        Parameters
+        ----------
+        wait : float
+            Seconds to wait for the last refit handed over to end (0 = do not wait).
+
+        Returns
+        -------
+        bool
+            True when no refit is still running.
+        """
+        if self._job is not None:
+            self._stop(self._job)
+        self._job = None
+        if self._last is None:
+            return True
+        return self._last.done.wait(wait) if wait > 0 else self._last.done.is_set()
+
+
+class Refitter(PendingRefits):
     """Runs refits inline or on a background thread; at most one at a time.
 
     Parameters
@@ -315,20 +372,9 @@ class Refitter:
     """
 
     def __init__(self, threaded: bool) -> None:
+        super().__init__()
         self.threaded = threaded
-        self._job: _Job | None = None  # the refit whose report is wanted
-        self._last: _Job | None = None  # the last refit handed to the thread (possibly cancelled)
         self._queue: queue.SimpleQueue | None = None
-
-    @property
-    def busy(self) -> bool:
-        """A threaded refit is running (or finished and not yet collected)."""
-        return self._job is not None
-
-    @property
-    def running(self) -> str | None:
-        """ "cold" or "warm" while a threaded refit runs (or awaits collection), else None."""
-        return None if self._job is None else self._job.kind
 
     def submit(
         self,
@@ -358,34 +404,10 @@ class Refitter:
             job.run(*args)
             del job, args  # the window snapshot is freed now, not when the next refit arrives
 
-    def wait(self, timeout: float) -> bool:
-        """Wait at most ``timeout`` seconds for the pending threaded refit to finish (:meth:`collect`
-        then has its report): True when none is pending or it finished, False when it still runs."""
-        return self._job is None or self._job.done.wait(timeout)
+    def close(self, wait: float = 0.0) -> bool:
+        """:meth:`cancel` (the thread stays, idle): the interface of
+        :class:`core.streaming.refit_process.ProcessRefitter`, whose ``close`` also ends its child."""
+        return self.cancel(wait)
 
-    def collect(self) -> RefitReport | None:
-        """The report of a finished threaded refit, once; None if none finished."""
-        if self._job is None or not self._job.done.is_set():
-            return None
-        job, self._job = self._job, None
-        return job.report
-
-    def cancel(self, wait: float = 0.0) -> bool:
-        """Abandon a pending refit: it stops at the solver's next iteration, its result is dropped.
-
-        Parameters
-        ----------
-        wait : float
-            Seconds to wait for the last refit handed to the thread to end (0 = do not wait).
-
-        Returns
-        -------
-        bool
-            True when no refit is still running.
-        """
-        if self._job is not None:
-            self._job.cancel.set()
-        self._job = None
-        if self._last is None:
-            return True
-        return self._last.done.wait(wait) if wait > 0 else self._last.done.is_set()
+    def _stop(self, job: _Job) -> None:
+        job.cancel.set()

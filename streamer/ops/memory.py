@@ -23,6 +23,7 @@ what it uses.
 """
 
 import ctypes
+import os
 import re
 
 # glibc's mallopt parameters (malloc.h).
@@ -37,6 +38,13 @@ MMAP_THRESHOLD = 32 * 2**20
 #: Free memory the heap keeps at its top, bytes: more than a refit's temporaries at the largest
 #: processing size (about 70 MB with the default window of 30).
 TRIM_THRESHOLD = 128 * 2**20
+
+#: glibc's environment variables for the same three settings, which a child process reads at its start.
+MALLOC_ENVIRONMENT = {
+    "MALLOC_ARENA_MAX": "1",
+    "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD),
+    "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD),
+}
 
 #: madvise's advice that drops a mapping's pages from the resident set (sys/mman.h).
 _MADV_DONTNEED = 4
@@ -58,7 +66,9 @@ def hold_freed_heap() -> bool:
     """Keep the heap that a refit frees for the next one (glibc ``mallopt``).
 
     Call it before the process starts its threads: a thread that has already allocated keeps
-    its arena. The settings hold for the whole process.
+    its arena. The settings hold for the whole process, and the same go into the environment
+    (glibc's ``MALLOC_*`` variables, :data:`MALLOC_ENVIRONMENT`) for the processes it starts: the
+    refits' child (``refit_process``) allocates as a refit thread does.
 
     Returns
     -------
@@ -68,6 +78,7 @@ def hold_freed_heap() -> bool:
     """
     if _mallopt is None:
         return False
+    os.environ.update(MALLOC_ENVIRONMENT)
     settings = ((_M_ARENA_MAX, 1), (_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
     return all(_mallopt(param, value) == 1 for param, value in settings)
 

@@ -9,12 +9,14 @@ capture, worker and subscriber run as three processes over ZeroMQ ipc, the captu
 in a loop at 30 fps for ``--seconds`` (several window refits), the worker at its defaults
 (processing at ``model.processing_side``, masks at the input resolution). Reported: masks received
 and frames lost or dropped at either end (the capture's refusals at the high-water mark, the
-worker's overload drops), end-to-end latency p50 / p99, the worker's CPU (a share of one core, the
-refit thread included; the refits' own from ``kdrsdl_refit_cpu_seconds_total``) and peak RSS, the
+worker's overload drops), end-to-end latency p50 / p99, the worker's CPU (a share of one core, from
+``/proc``: the refit thread, or the refits' child process with ``refit_process``, included; the
+refits' own from ``kdrsdl_refit_cpu_seconds_total``) and peak RSS, the
 capture's CPU (from ``/proc``, decoding included), the worker's refits (count and mean seconds), the
 mask's shape, and the time the worker takes to exit after SIGTERM. At the end of the run, before the
 stop: the worker's peak as the kernel records it (``VmHWM``, the start included) and its resident
-memory's anonymous and file-backed parts (``RssAnon``, ``RssFile``). Beside it: OpenCV MOG2 on the
+memory's anonymous and file-backed parts (``RssAnon``, ``RssFile``), and its child processes' resident
+memory (the refits' child with ``refit_process``). Beside it: OpenCV MOG2 on the
 same decoded frames, in this process, one thread, at the input resolution and at the worker's
 processing resolution (the frames reduced as the model reduces them; its CPU at 30 fps is 30 / fps
 of a core, its ``apply`` alone). The capture and the worker start with no thread variable in their
@@ -37,6 +39,7 @@ sys.path.insert(0, str(ROOT / "tests" / "streamer"))
 sys.path.insert(0, str(ROOT))
 
 from helpers import (  # noqa: E402
+    child_pids,
     cpu_seconds,
     free_port,
     memory_mib,
@@ -114,7 +117,7 @@ def pipeline(path, seconds, tmp, tag, config=()):
                 samples.append(
                     (
                         time.monotonic(),
-                        s.get(("process_cpu_seconds_total", frozenset()), 0.0),
+                        cpu_seconds(worker.pid),  # its refits' child too (refit_process)
                         s.get(("process_resident_memory_bytes", frozenset()), 0.0) / 2**20,
                         cpu_seconds(cap.pid),
                         metric(s, "kdrsdl_refit_cpu_seconds_total", camera="hd"),
@@ -129,6 +132,7 @@ def pipeline(path, seconds, tmp, tag, config=()):
         lat.append(np.nan)  # counted, latency not comparable after the capture stopped
     s = wait_for(lambda: scrape(port), 30, "the worker's final metrics")
     memory = {f: memory_mib(worker.pid, f) for f in ("VmHWM", "RssAnon", "RssFile")}
+    children_mib = sum(memory_mib(c, "VmRSS") for c in child_pids(worker.pid))
     t_stop = time.monotonic()
     code, _, err = stop(worker, timeout=60)
     stop_s = time.monotonic() - t_stop
@@ -163,6 +167,7 @@ def pipeline(path, seconds, tmp, tag, config=()):
         "worker_vmhwm_mib": memory["VmHWM"],
         "worker_anon_mib": memory["RssAnon"],
         "worker_file_mib": memory["RssFile"],
+        "worker_children_rss_mib": children_mib,
         "capture_cpu_core": capture_cpu,
         "refits": int(n_refits),
         "refit_seconds_mean": refit_s,
@@ -199,7 +204,7 @@ def main():
             f"p50 {r['latency_ms_p50']:.1f} p99 {r['latency_ms_p99']:.1f} ms; worker {100 * r['worker_cpu_core']:.0f}% "
             f"of a core (refits {100 * r['worker_refit_cpu_core']:.0f}%), RSS peak {r['worker_rss_mib_peak']:.0f} MiB "
             f"(at the end: VmHWM {r['worker_vmhwm_mib']:.0f}, anonymous {r['worker_anon_mib']:.0f}, files "
-            f"{r['worker_file_mib']:.0f}); "
+            f"{r['worker_file_mib']:.0f}; its child processes {r['worker_children_rss_mib']:.0f}); "
             f"capture {100 * r['capture_cpu_core']:.0f}% of "
             f"a core; {r['refits']} refits, {r['refit_seconds_mean']:.2f} s each; mask {r['mask']}; "
             f"stop {r['stop_seconds']:.1f} s "

@@ -15,10 +15,9 @@ refits off the frames' path (``async_refit``) on the motorway video
 (``../shared/data/video/motorway_320x240.avi``, or ``--video``), one frame due every 1/30 s (a sleep
 until it is due, as a worker waits for its next frame), while ``--hogs`` busy loops at nice 0 keep
 the 2 cores busy (other cameras' frames). ``thread:N``: the refits on their thread, which adds N to
-its nice value (the worker's way, N = 10). ``process:N``: each refit handed whole to a process of
-its own at nice N (:func:`core.streaming.refit.solve_window` in a ``concurrent.futures`` pool of
-one process, started and its imports loaded before the first frame), the refit thread only
-waiting for it: a design the worker does not have, measured to tell what it would change.
+its nice value (the worker's way, N = 10). ``process:N``: the refits in a child process at nice +N
+(``refit_process``, :class:`core.streaming.refit_process.ProcessRefitter`), a refit's span from
+the window's send to the report's arrival.
 ``spin:N:MS``: no refits after the window's warm-up; instead a thread at nice +N burns a warm
 refit's CPU (``--spin-cpu``, seconds), then sleeps ``refit_interval`` frames' time, in compiled calls of MS
 ms each that hold no GIL (numba, ``nogil``), taking the GIL back only between two calls: how late
@@ -31,9 +30,6 @@ default ``backlog`` of 2 holds before it drops one); and the refits' count and m
 """
 
 import argparse
-import concurrent.futures
-import multiprocessing
-import os
 import pathlib
 import re
 import subprocess
@@ -109,21 +105,24 @@ def child(run: str, frames: int, video: str, spin_cpu: float) -> None:
 
     if where == "thread":
         refit.solve_window = timed  # type: ignore[assignment]
-    elif where == "process":  # each refit whole in one other process at that niceness; this thread waits for it
-        pool = concurrent.futures.ProcessPoolExecutor(
-            1, mp_context=multiprocessing.get_context("spawn"), initializer=os.nice, initargs=(niceness,)
-        )
-        pool.submit(exec, "import core.streaming.refit, core.solver.fused").result()  # its start, before the frames
+    elif where == "process":  # the worker's refit_process: each refit in its child at that niceness
+        import core.streaming.refit_process as refit_process
 
-        def run_in_pool(job, window, init, start, settings, still):  # type: ignore[no-untyped-def]
-            t = time.monotonic()
+        refit_process.ProcessRefitter.__init__.__defaults__ = (niceness, False)  # compiled: passed by the model
+        send, recv = refit_process.send_message, refit_process.recv_message
+        sent: list[float] = []
+
+        def timed_send(*args, **kwargs):  # type: ignore[no-untyped-def]
+            sent.append(time.monotonic())
+            return send(*args, **kwargs)
+
+        def timed_recv(*args, **kwargs):  # type: ignore[no-untyped-def]
             try:
-                job.report = pool.submit(solve, window, init, start, settings, still=still).result()
+                return recv(*args, **kwargs)
             finally:
-                spans.append((t, time.monotonic()))
-                job.done.set()
+                spans.append((sent.pop(), time.monotonic()))
 
-        refit._Job.run = run_in_pool  # type: ignore[method-assign]
+        refit_process.send_message, refit_process.recv_message = timed_send, timed_recv  # type: ignore[assignment]
     from digest_masks import frames_of
 
     from core.streaming import kernels
@@ -140,7 +139,7 @@ def child(run: str, frames: int, video: str, spin_cpu: float) -> None:
         args = (niceness, int(match[4]), spin_cpu, every / FPS, spans, stop)
         threading.Thread(target=spinner, args=args, daemon=True).start()
     else:
-        model = KDRSDLBackgroundSubtractor(async_refit=True)
+        model = KDRSDLBackgroundSubtractor(async_refit=True, refit_process=where == "process")
     runs = []
     t0 = time.monotonic()
     for i in range(frames):

@@ -82,11 +82,35 @@ def memory_mib(pid, field="VmRSS"):
     raise LookupError(f"no {field} in /proc/{pid}/status")
 
 
-def cpu_seconds(pid):
-    """CPU seconds (user + system) a live process has used so far, from ``/proc/PID/stat``."""
+def _stat(pid):
     with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+        return f.read().rpartition(")")[2].split()
+
+
+def child_pids(pid):
+    """The live children of process ``pid`` (from ``/proc/*/stat``'s ppid)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and entry != str(pid):
+            try:
+                if _stat(entry)[1] == str(pid):
+                    out.append(int(entry))
+            except OSError:  # ended meanwhile
+                continue
+    return out
+
+
+def cpu_seconds(pid):
+    """CPU seconds (user + system) a live process and its live children have used so far, from
+    ``/proc/PID/stat`` (a worker's refits may run in a child: ``refit_process``)."""
+    ticks = 0
+    for p in (pid, *child_pids(pid)):
+        try:
+            fields = _stat(p)
+        except OSError:  # a child ended meanwhile
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def wait_for(cond, timeout, what):
