@@ -240,7 +240,8 @@ class ProcessRefitter(PendingRefits):
     If the child ends (killed, out of memory), the refit it held comes back as a report with
     ``reset=True`` and an error saying so (the model then starts cold at its next refit, as after
     numerical trouble), and the next refit spawns a new child. A report's result comes back
-    without ``E`` (:func:`without_E`).
+    without ``E`` (:func:`without_E`). :meth:`close` ends the child (the model's ``close`` calls
+    it); a refitter dropped without it keeps its idle child until this process ends.
 
     Parameters
     ----------
