@@ -362,7 +362,13 @@ class ProcessRefitter(PendingRefits):
 
     def _spawn(self, generation: int) -> socket.socket | None:
         """Start a child (at this thread's priority: its imports are not starved); None once
-        ``generation`` has been closed."""
+        ``generation`` has been closed.
+
+        Raises
+        ------
+        OSError
+            When the child cannot be started (no memory, no descriptors, no interpreter).
+        """
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         r, w = os.pipe()
         command = [
@@ -377,23 +383,29 @@ class ProcessRefitter(PendingRefits):
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
         env |= dict.fromkeys(BLAS_THREAD_VARIABLES, "1")
+        started = False
         try:
             with self._lock:
-                if generation != self._generation:
-                    parent.close()
-                    os.close(w)
-                    return None
-                self._process = subprocess.Popen(command, pass_fds=(child.fileno(), r), env=env, close_fds=True)
-                self._sock, self._cancel_fd = parent, w
-                self.n_spawned += 1
+                if generation == self._generation:
+                    self._process = subprocess.Popen(command, pass_fds=(child.fileno(), r), env=env, close_fds=True)
+                    self._sock, self._cancel_fd = parent, w
+                    self.n_spawned += 1
+                    started = True
         finally:
             child.close()
             os.close(r)
-        return parent
+            if not started:
+                parent.close()
+                os.close(w)
+        return parent if started else None
 
     def _serve(self, jobs: queue.SimpleQueue, generation: int) -> None:
-        sock = self._spawn(generation)
-        while sock is not None:
+        failure = None  # why the last start failed
+        try:
+            sock = self._spawn(generation)
+        except OSError as exc:
+            sock, failure = None, exc
+        while True:
             job = jobs.get()
             if job is None:
                 return
@@ -401,20 +413,37 @@ class ProcessRefitter(PendingRefits):
                 job.args = None
                 job.done.set()
                 continue
+            if sock is None and failure is not None:  # try again for this refit
+                try:
+                    sock, failure = self._spawn(generation), None
+                except OSError as exc:
+                    failure = exc
+            if sock is None:  # closed, or no child could be started
+                job.args = None
+                if failure is not None:
+                    error = f"the refit process could not be started: {type(failure).__name__}: {failure}"
+                    job.report = RefitReport(job.start, 0.0, 0.0, reset=True, error=error)
+                job.done.set()
+                continue
             try:
                 send_message(sock, (job.number, job.args))
                 job.args = None  # the window's frames are the child's now
                 number, report = recv_message(sock)
-                assert number == job.number, "the child answers the jobs in order"
+                if number != job.number:
+                    raise ValueError(f"the refit process answered job {number} to job {job.number}")
                 job.report = report
-            except (EOFError, OSError) as exc:
+            except Exception as exc:  # the child ended, or the wire broke: end it, start another
                 job.args = None
                 job.report = self._ended(job, exc, generation)
-                sock = self._spawn(generation)
+                try:
+                    sock = self._spawn(generation)
+                except OSError as start_exc:
+                    sock, failure = None, start_exc
             job.done.set()
 
     def _ended(self, job: _Job, exc: BaseException, generation: int) -> RefitReport | None:
-        """The report of a job whose child ended: a reset, unless the job was cancelled or closed."""
+        """The report of a job whose child ended (or whose answer could not be read: the child is
+        then killed): a reset, unless the job was cancelled or closed."""
         with self._lock:
             closed = generation != self._generation
             process = None if closed else self._detach()

@@ -121,3 +121,37 @@ def test_a_cancelled_refit_stops_in_the_child_and_a_closed_refitter_spawns_again
     _run(small, SyntheticScene(60, 80, seed=6), range(12, 30))
     assert small._refitter.n_spawned == 2 and small.n_resets == 0
     assert small.close(wait=10)
+
+
+def test_a_child_that_cannot_start_or_ends_at_once_gives_counted_resets_not_a_stall(monkeypatch):
+    # Whatever keeps the child from answering, each refit still ends, as a reset that says why,
+    # and the refits go on once a child can run again.
+    import core.streaming.refit_process as refit_process
+    from core.streaming.params import BackgroundParams
+    from core.streaming.refit import RefitSettings
+    from core.streaming.window import WindowFrames
+
+    rng = np.random.default_rng(0)
+    window = WindowFrames(tuple(rng.random((20, 30), dtype=np.float32) for _ in range(4)), (None,) * 4)
+    settings = RefitSettings.from_knobs(BackgroundParams(window=4), lam=0.05)
+    python, command = sys.executable, refit_process.CHILD_COMMAND
+
+    def refit(r):
+        r.submit(window, None, 0, settings)
+        assert r.wait(WAIT_S), "a refit never ended"
+        return r.collect()
+
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    r = ProcessRefitter()
+    report = refit(r)  # no interpreter to start
+    assert report.reset and "could not be started" in report.error and r.n_spawned == 0
+    monkeypatch.setattr(sys, "executable", python)
+    monkeypatch.setattr(refit_process, "CHILD_COMMAND", "import sys; sys.exit(3)")
+    report = refit(r)  # a child that ends before it answers (its successor, started at once, too)
+    assert report.reset and "exit code 3" in report.error
+    monkeypatch.setattr(refit_process, "CHILD_COMMAND", command)
+    assert refit(r).reset  # the successor started with the same command
+    report = refit(r)  # and the one after it runs the refit
+    assert not report.reset and report.result is not None and report.result.M.shape == (20, 30)
+    assert r.n_spawned == 3
+    assert r.close(wait=10)
