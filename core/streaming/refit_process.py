@@ -257,8 +257,6 @@ class ProcessRefitter(PendingRefits):
         If ``niceness`` is outside 0-19.
     """
 
-    threaded = True
-
     def __init__(self, niceness: int = REFIT_NICENESS, compiled: bool = False) -> None:
         if not 0 <= niceness <= 19:
             raise ValueError(f"niceness must be in 0-19, got {niceness}")

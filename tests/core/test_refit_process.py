@@ -108,10 +108,10 @@ def test_a_cancelled_refit_stops_in_the_child_and_a_closed_refitter_spawns_again
     for f in frames:
         sub.apply(f)
     assert refitter.busy
-    t = time.monotonic()
+    # a cold refit of 3 x 10,000 iterations would take about 15 minutes; cancelled, it stops at
+    # the solver's next iteration
     assert refitter.cancel(wait=WAIT_S), "the child did not stop the cancelled refit"
-    # a cold refit of 3 x 10,000 iterations would take minutes; cancelled, it stops at the next
-    assert time.monotonic() - t < WAIT_S and not refitter.busy and refitter.collect() is None
+    assert not refitter.busy and refitter.collect() is None
     pid = refitter.pid
     assert pid is not None and sub.close(wait=10) and refitter.pid is None
     small = KDRSDLBackgroundSubtractor(window=8, async_refit=True, kernel="numpy", refit_process=True)
