@@ -7,6 +7,7 @@ stopped by Ctrl-C (128 + the signal's number).
 """
 
 import argparse
+import errno
 import os
 import sys
 import types
@@ -296,4 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, zmq.ZMQError) and exc.errno in (zmq.EINVAL, zmq.EPROTONOSUPPORT):
             print(f"kdrsdl: configuration error: endpoint: {exc}", file=sys.stderr)
             return EX_CONFIG
+        if isinstance(exc, zmq.ZMQError) and exc.errno in (errno.EADDRINUSE, errno.EACCES):  # names the endpoint
+            log.error("cannot bind: %s", exc)
+            return 1
         raise

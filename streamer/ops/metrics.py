@@ -336,6 +336,9 @@ def start_http(app: Callable[..., Iterable[bytes]], addr: str, port: int, name: 
     OSError
         If the port is taken or the address cannot be bound.
     """
-    server = make_server(addr, port, app, _Server, handler_class=_Quiet)
+    try:
+        server = make_server(addr, port, app, _Server, handler_class=_Quiet)
+    except OSError as exc:  # the bare error does not say which port
+        raise OSError(exc.errno, f"cannot serve {name} on {addr}:{port}: {exc.strerror}") from None
     threading.Thread(target=server.serve_forever, daemon=True, name=name).start()
     return server

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 from conftest import ROOT
-from helpers import free_port, scrape, start_capture, start_worker, stop, tcp, wait_for
+from helpers import free_port, scrape, start_capture, start_worker, stop, tcp, wait_for, wait_for_metrics
 
 PROM = ROOT / "deploy" / "prometheus"
 DASHBOARD = ROOT / "deploy" / "grafana" / "kdrsdl-dashboard.json"
@@ -48,7 +48,7 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(tmp_path):
     zones = tmp_path / "zones.toml"  # the zone panels need a named zone
     zones.write_text("[[motion.zones]]\nname = 'left'\npolygon = [[0, 0], [79, 0], [79, 119], [0, 119]]\n")
     worker = start_worker(frames, masks, wport, "--config", zones)
-    wait_for(lambda: scrape(wport), 20, "worker /metrics")
+    wait_for_metrics(worker, wport)
     capture = start_capture(frames, "synthetic:160x120", "--fps", 30, "--metrics-port", cport)
     # Issue 27: no static labels and job names of the operator's choosing; every label the
     # dashboard selects on comes from the exporters themselves.

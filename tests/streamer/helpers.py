@@ -4,13 +4,13 @@ import os
 import queue
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
 
+import portpicker
 import pytest
 import zmq
 import zmq.utils.monitor
@@ -20,9 +20,9 @@ from streamer.wire.protocol import decode
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port free now and never handed out before in this run (portpicker: two bare ``bind(0)``
+    calls can return the same port, and a worker given it twice cannot start)."""
+    return portpicker.pick_unused_port()
 
 
 def tcp():
@@ -113,15 +113,28 @@ def cpu_seconds(pid):
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def wait_for(cond, timeout, what):
-    """Poll ``cond()`` until it returns a truthy value; fail after ``timeout`` seconds."""
+#: Seconds a started worker may take to serve /metrics: under 1 s alone; the margin is for a busy 2-core machine.
+STARTUP_S = 60
+
+
+def wait_for(cond, timeout, what, proc=None):
+    """Poll ``cond()`` until it returns a truthy value; fail after ``timeout`` seconds, or at once,
+    with its stderr, when the process ``proc`` (if given) has ended."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         value = cond()
         if value:
             return value
+        if proc is not None and proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            raise AssertionError(f"{what}: the process ended (exit {proc.returncode}) first: {err[-2000:]}")
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def wait_for_metrics(proc, port, what="the worker's /metrics"):
+    """The first scrape of the /metrics that the started process ``proc`` serves on ``port``."""
+    return wait_for(lambda: scrape(port), STARTUP_S, what, proc)
 
 
 def scrape(port):

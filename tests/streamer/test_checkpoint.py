@@ -6,14 +6,26 @@ import signal
 import time
 
 import numpy as np
-from helpers import free_port, metric, receive, scrape, start_capture, start_worker, stop, subscriber, tcp, wait_for
+from helpers import (
+    free_port,
+    metric,
+    receive,
+    scrape,
+    start_capture,
+    start_worker,
+    stop,
+    subscriber,
+    tcp,
+    wait_for,
+    wait_for_metrics,
+)
 
 from streamer.state import checkpoint
 
 
 def _worker(frames, masks, port, state_dir, *extra):
     proc = start_worker(frames, masks, port, "--state-dir", state_dir, "--checkpoint-interval", 1, *extra)
-    wait_for(lambda: scrape(port), 20, "the worker's /metrics")
+    wait_for_metrics(proc, port)
     return proc
 
 

@@ -5,7 +5,18 @@ import shutil
 import time
 
 import zmq
-from helpers import free_port, kdrsdl, metric, scrape, start_capture, start_worker, stop, tcp, wait_for
+from helpers import (
+    free_port,
+    kdrsdl,
+    metric,
+    scrape,
+    start_capture,
+    start_worker,
+    stop,
+    tcp,
+    wait_for,
+    wait_for_metrics,
+)
 
 from streamer.wire.protocol import decode, encode
 from streamer.wire.security import create_keys, make_client
@@ -32,7 +43,7 @@ def test_curve_admits_authorized_peers_only(tmp_path):
 
     frames, masks, port = tcp(), tcp(), free_port()
     worker = start_worker(frames, masks, port, "--curve-secret-key", worker_secret, "--curve-authorized-keys", allowed)
-    wait_for(lambda: scrape(port), 20, "the worker's /metrics")
+    wait_for_metrics(worker, port)
     viewer = _sub(masks, (str(paths["viewer"][1]), worker_public))
     plain = _sub(masks)  # no CURVE at all
     intruder = _sub(masks, (str(paths["intruder"][1]), worker_public))  # CURVE, but a key not authorized

@@ -25,6 +25,7 @@ from helpers import (
     tcp,
     wait_for,
     wait_for_line,
+    wait_for_metrics,
 )
 
 from streamer.motion.regions import find_regions
@@ -91,7 +92,7 @@ class Run:
         cfg = tmp_path / "cam1.toml"
         cfg.write_text(config)
         self.proc = start_worker(self.frames, self.masks, self.port, "--config", cfg, *extra)
-        wait_for(lambda: scrape(self.port), 20, "the worker's /metrics")
+        wait_for_metrics(self.proc, self.port)
         self.sub = subscriber(self.masks, "cam1")
         self.ev = events_socket(self.masks)
         self.push = zmq.Context.instance().socket(zmq.PUSH)

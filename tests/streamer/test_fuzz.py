@@ -10,7 +10,7 @@ import time
 import pytest
 import zmq
 from fuzz_messages import accepted, hostile, valid
-from helpers import free_port, kdrsdl, metric, receive, scrape, stop, subscriber, tcp, wait_for
+from helpers import free_port, kdrsdl, metric, receive, scrape, stop, subscriber, tcp, wait_for, wait_for_metrics
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,7 +28,7 @@ def fuzzed_worker():
     proc = kdrsdl(
         "worker", "--camera", "cam1", "--frames-endpoint", frames, "--masks-endpoint", masks, "--metrics-port", port
     )
-    wait_for(lambda: scrape(port), 20, "the worker's /metrics")
+    wait_for_metrics(proc, port)
     ctx = zmq.Context.instance()
     push = ctx.socket(zmq.PUSH)
     push.setsockopt(zmq.LINGER, 0)

@@ -21,6 +21,7 @@ from helpers import (
     subscriber,
     tcp,
     wait_for,
+    wait_for_metrics,
 )
 
 DURATION_S = 60
@@ -52,7 +53,7 @@ def test_source_2x_faster_than_the_worker_for_60_s():
     video = need(MOTORWAY)
     frames, masks, wport, cport = tcp(), tcp(), free_port(), free_port()
     worker = start_worker(frames, masks, wport, *SLOW_WORKER)
-    wait_for(lambda: scrape(wport), 20, "the worker's /metrics")
+    wait_for_metrics(worker, wport)
     sub = subscriber(masks, "cam1")
     # --live: the file stands for a camera (a file alone is never dropped: the capture would wait)
     cap = start_capture(frames, video, "--loop", "--live", "--fps", FPS, "--metrics-port", cport)

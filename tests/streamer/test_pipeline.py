@@ -2,6 +2,7 @@
 
 import json
 import pathlib
+import socket
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ import pytest
 import zmq
 from conftest import MOTORWAY, need
 from helpers import (
+    STARTUP_S,
     free_port,
     kdrsdl,
     metric,
@@ -26,6 +28,7 @@ from helpers import (
     subscriber,
     tcp,
     wait_for,
+    wait_for_metrics,
 )
 
 from core.evaluation.scene import SyntheticScene
@@ -36,7 +39,7 @@ from streamer.wire.protocol import decode, decode_end, decode_event, encode
 def worker():
     frames, masks, port = tcp(), tcp(), free_port()
     proc = start_worker(frames, masks, port)
-    wait_for(lambda: scrape(port), 20, "the worker's /metrics")
+    wait_for_metrics(proc, port)
     yield frames, masks, port, proc
     rc, _, err = stop(proc)
     assert rc == 0, err[-3000:]
@@ -179,7 +182,8 @@ def test_a_first_run_says_what_is_wrong_and_where_things_went(tmp_path):
     ipc = tmp_path / "run" / "kdrsdl"
     port = free_port()
     proc = start_worker(f"ipc://{ipc}/cam1-frames", f"ipc://{ipc}/cam1-masks", port)
-    wait_for(lambda: (ipc / "cam1-frames").exists() and scrape(port), 20, "the worker bound in a new directory")
+    bound = lambda: (ipc / "cam1-frames").exists() and scrape(port)  # noqa: E731
+    wait_for(bound, STARTUP_S, "the worker bound in a new directory", proc)
     rc, _, err = stop(proc)
     assert rc == 0, err[-2000:]
     blocked = tmp_path / "a-file"
@@ -423,16 +427,32 @@ def test_log_level_and_metrics_address_flags(tmp_path):
         except OSError:
             return None
 
-    assert b"kdrsdl_worker_frames_received_total" in wait_for(up, 20, "the worker's /metrics on 127.0.0.2")
+    assert b"kdrsdl_worker_frames_received_total" in wait_for(up, STARTUP_S, "the worker's /metrics on 127.0.0.2", proc)
     assert scrape(port) is None  # not on 127.0.0.1: it listens where it was told
     rc, _, err = stop(proc)
     assert rc == 0, err[-2000:]
     assert "INFO" not in err and "listening on" not in err  # the info lines are below the level
     port = free_port()
     proc = start_worker(tcp(), tcp(), port, "--log-level", "debug")
-    wait_for(lambda: scrape(port), 20, "the worker's /metrics")  # up: its sockets are bound, logged
+    wait_for_metrics(proc, port)  # up: its sockets are bound, logged
     rc, _, err = stop(proc)
     assert rc == 0 and "INFO worker[cam1] listening on" in err, err[-2000:]
+
+
+def test_a_taken_endpoint_or_metrics_port_stops_the_worker_with_a_line_that_names_it():
+    """A port another program holds: exit 1 and one error line naming it, not a traceback."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        for args, named in (
+            ((f"tcp://127.0.0.1:{taken}", tcp(), free_port()), f"cannot bind: Address already in use (addr='tcp://127.0.0.1:{taken}')"),
+            ((tcp(), tcp(), taken), f"cannot serve metrics on 127.0.0.1:{taken}: Address already in use"),
+        ):  # fmt: skip
+            proc = start_worker(*args)
+            proc.wait(STARTUP_S)  # it ends by itself
+            rc, _, err = stop(proc)
+            assert rc == 1 and named in err and "Traceback" not in err, err[-2000:]
 
 
 def test_subscribe_output_keeps_the_newest_files(worker, tmp_path):

@@ -20,13 +20,14 @@ from helpers import (
     subscriber,
     tcp,
     wait_for,
+    wait_for_metrics,
 )
 
 
 def _pipeline(url):
     frames, masks, wport, cport = tcp(), tcp(), free_port(), free_port()
     worker = start_worker(frames, masks, wport)
-    wait_for(lambda: scrape(wport), 20, "the worker's /metrics")
+    wait_for_metrics(worker, wport)
     sub = subscriber(masks, "cam1")
     cap = start_capture(frames, url, "--metrics-port", cport)
     wait_for(lambda: receive(sub, 0.5), 30, "masks from the RTSP stream")

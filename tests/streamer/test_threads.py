@@ -6,7 +6,18 @@ import subprocess
 import sys
 
 import pytest
-from helpers import THREAD_VARIABLES, free_port, metric, scrape, start_capture, start_worker, stop, tcp, wait_for
+from helpers import (
+    THREAD_VARIABLES,
+    free_port,
+    metric,
+    scrape,
+    start_capture,
+    start_worker,
+    stop,
+    tcp,
+    wait_for,
+    wait_for_metrics,
+)
 
 #: A user's shell: no thread variable at all.
 BARE = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
@@ -37,7 +48,7 @@ def test_the_worker_limits_its_threads_with_no_variable_in_the_environment(tmp_p
     cfg.write_text("[worker]\nopencv_threads = 2\n")  # an operator's explicit setting wins
     port = free_port()
     proc = start_worker(tcp(), tcp(), port, "--config", cfg, bare=True)
-    wait_for(lambda: scrape(port), 20, "the worker's /metrics")
+    wait_for_metrics(proc, port)
     rc, _, err = stop(proc)
     assert rc == 0, err[-2000:]
     line = next(x for x in err.splitlines() if "threads:" in x)
@@ -61,7 +72,7 @@ def _nice(pid, tid):
 def test_the_workers_refit_thread_runs_below_its_frame_loop():
     frames, port = tcp(), free_port()
     proc = start_worker(frames, tcp(), port, bare=True)
-    wait_for(lambda: scrape(port), 20, "the worker's /metrics")
+    wait_for_metrics(proc, port)
     cap = start_capture(frames, "synthetic:160x120", "--fps", 50, "--max-frames", 60)
     wait_for(lambda: metric(scrape(port) or {}, "kdrsdl_solver_starts_total", camera="cam1", mode="cold") >= 1, 30,
              "a refit")  # fmt: skip
